@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine:
+#   make run    create .venv, install, run the main job (embedded default: Crafter)
+#   make test   create .venv, install, run the tests
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Prebuilt wheels for slow-to-build packages, used only where the folder exists.
+WHEELHOUSE := $(wildcard ../shared/wheelhouse)
+PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
+EXTRAS ?= dev
+RUN_ARGS ?=
+export OMP_WAIT_POLICY ?= PASSIVE
+
+.PHONY: install run test lint bench clean
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first and alone, so that no dependency resolves a CUDA build of it.
+	$(PY) -m pip install -q $(PIP_FLAGS) torch==2.13.0
+	$(PY) -m pip install -q $(PIP_FLAGS) -e ".[$(EXTRAS)]"
+	touch $@
+
+install: $(VENV)/.installed-$(EXTRAS)
+
+run: install
+	$(VENV)/bin/rlgpt train --config configs/main.yaml $(RUN_ARGS)
+
+test: install
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	OMP_NUM_THREADS=1 $(PY) bench/env_throughput.py
+
+clean:
+	rm -rf $(VENV) train_dir
