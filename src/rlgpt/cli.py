@@ -1,0 +1,132 @@
+"""The ``rlgpt`` command: ``train``, ``eval`` and ``llm``.
+
+Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
+single ``rlgpt: error: ...`` line and exit status 2, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_USAGE = 2
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlgpt.config import load_config
+
+    overrides = list(args.set or [])
+    for flag, key in (("task", "task"), ("steps", "steps"), ("seed", "seed"), ("run_dir", "run_dir")):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    if args.wandb:
+        overrides.append("wandb=true")
+    if args.verbose:
+        overrides.append("verbose=true")
+    cfg = load_config(args.config, overrides)
+
+    from rlgpt.rl.evaluate import evaluate, plot_learning_curves
+    from rlgpt.rl.train import train
+
+    result = train(cfg)
+    if result.status != 0:
+        print(f"rlgpt: training ended with Sample Factory status {result.status}", file=sys.stderr)
+        return 1
+    curves = plot_learning_curves(result.run_dir)
+    print(
+        f"trained {cfg.task}: {result.env_steps:,} env steps in {result.wall_time_s:.0f}s -> {result.run_dir}"
+    )
+    if curves:
+        print(f"learning curves: {curves}")
+    if cfg.eval_episodes > 0:
+        report = evaluate(result.run_dir, episodes=cfg.eval_episodes)
+        print(
+            f"eval: success {report.success_rate:.2f} over {report.episodes} episodes "
+            f"-> {result.run_dir / 'eval'}"
+        )
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rlgpt.rl.evaluate import evaluate, plot_learning_curves
+
+    report = evaluate(args.run_dir, episodes=args.episodes, deterministic=args.deterministic, seed=args.seed)
+    plot_learning_curves(args.run_dir)
+    print(
+        f"{report.task}: success {report.success_rate:.2f} over {report.episodes} episodes "
+        f"@ {report.env_steps:,} env steps"
+    )
+    unlocked = {k: v for k, v in report.achievement_success.items() if v > 0}
+    for name, rate in sorted(unlocked.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<22} {rate:.2f}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlgpt", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train PPO (Sample Factory APPO) on a Crafter task")
+    p.add_argument("--config", help="YAML config (default: built-in defaults)")
+    p.add_argument(
+        "--task", help="Crafter achievement(s), e.g. collect_wood or place_table+make_wood_pickaxe"
+    )
+    p.add_argument("--steps", help="environment steps to train for")
+    p.add_argument("--seed", help="seed for policy and environments")
+    p.add_argument("--run-dir", dest="run_dir", help="run directory (the same one resumes)")
+    p.add_argument(
+        "--wandb", action="store_true", help="log to W&B (offline unless WANDB_MODE says otherwise)"
+    )
+    p.add_argument("--verbose", action="store_true", help="show Sample Factory's own log on the console")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override any config field, e.g. --set ppo.learning_rate=3e-4 (repeatable)",
+    )
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("eval", help="evaluate a run's newest checkpoint (JSON + PNG under RUN_DIR/eval)")
+    p.add_argument("run_dir", help="a run directory written by `rlgpt train`")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--deterministic", action="store_true", help="argmax actions instead of sampling")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_eval)
+
+    try:
+        from rlgpt.llm.cli import add_subcommands
+    except ImportError:
+        add_subcommands = None
+    if add_subcommands is not None:
+        add_subcommands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from rlgpt.config import ConfigError
+    from rlgpt.rundir import RunDirError
+
+    user_errors: tuple[type[BaseException], ...] = (ConfigError, RunDirError, ValueError, FileNotFoundError)
+    try:
+        from rlgpt.rl.checkpoint import CheckpointError
+        from rlgpt.rl.evaluate import EvalError
+
+        user_errors += (CheckpointError, EvalError)
+    except ImportError:
+        pass
+    try:
+        return int(args.func(args) or 0)
+    except user_errors as e:
+        print(f"rlgpt: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("rlgpt: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Typed configuration: one obvious place for every knob.
+
+A run is described by a :class:`TrainConfig`, loaded from YAML (``configs/``) and overridden from the
+command line with dotted ``key=value`` pairs (``ppo.learning_rate=3e-4``). Unknown keys and values of
+the wrong type fail loudly with :class:`ConfigError` instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message says which key and why."""
+
+
+@dataclass
+class EnvConfig:
+    """The environment side of a run."""
+
+    obs_mode: str = "symbolic"
+    """Observation: ``symbolic`` (semantic local view + inventory vector) or ``pixels`` (64x64 RGB)."""
+    episode_length: int | None = None
+    """Primitive steps before an episode is truncated; ``None`` uses the task's default."""
+    num_workers: int = 2
+    """Sample Factory rollout worker processes."""
+    num_envs_per_worker: int = 8
+    """Environments stepped by each rollout worker (split in two halves for double-buffered sampling)."""
+
+
+@dataclass
+class PPOConfig:
+    """Sample Factory APPO hyper-parameters (names match Sample Factory's flags)."""
+
+    learning_rate: float = 3e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor per primitive step."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    rollout: int = 64
+    """Steps per trajectory slice sent to the learner."""
+    batch_size: int = 1024
+    """Minibatch size of one SGD step."""
+    num_batches_per_epoch: int = 1
+    """Minibatches per training iteration; a training batch is ``batch_size * num_batches_per_epoch``."""
+    num_epochs: int = 2
+    """Passes over each training batch."""
+    ppo_clip_ratio: float = 0.2
+    """PPO ratio clipping."""
+    value_loss_coeff: float = 0.5
+    """Weight of the value loss."""
+    exploration_loss_coeff: float = 0.01
+    """Entropy bonus weight."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    hidden_size: int = 256
+    """Width of the policy's torso."""
+    async_rl: bool = True
+    """Asynchronous sampling and learning (APPO); ``False`` alternates them."""
+    max_policy_lag: int = 50
+    """Drop experience older than this many policy versions."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything one ``rlgpt train`` needs."""
+
+    task: str = "collect_wood"
+    """Crafter achievement(s) to reach, e.g. ``collect_wood`` or ``place_table+make_wood_pickaxe``."""
+    steps: int = 300_000
+    """Environment (primitive) steps to train for."""
+    seed: int = 0
+    """Seed for the policy and the environments."""
+    run_dir: str | None = None
+    """Where checkpoints, logs and reports go; default ``train_dir/<task>-seed<seed>``. Re-running the same
+    command resumes this directory."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment settings."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """Learner settings."""
+    save_every_sec: int = 30
+    """Checkpoint period; a killed run loses at most this much training."""
+    eval_episodes: int = 50
+    """Episodes run by the evaluation at the end of training (0 disables it)."""
+    wandb: bool = False
+    """Log to Weights & Biases (offline unless ``WANDB_MODE`` says otherwise)."""
+    wandb_project: str = "rlgpt"
+    """W&B project name."""
+    verbose: bool = False
+    """Show Sample Factory's own log lines on the console (they always go to the run's log file)."""
+
+    def resolved_run_dir(self) -> Path:
+        """The run directory, derived from task and seed when not given."""
+        if self.run_dir:
+            return Path(self.run_dir)
+        return Path("train_dir") / f"{self.task.replace('+', '_')}-seed{self.seed}"
+
+
+def builtin_config_path(name: str) -> Path:
+    """Path of a config shipped with the package, e.g. ``main.yaml`` or ``ppo/fast.yaml``."""
+    return Path(str(resources.files("rlgpt.configs").joinpath(name)))
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Convert a YAML/CLI value to the annotated type, or raise ConfigError."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            return value.lower() in ("true", "1", "yes", "on")
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if not as_float.is_integer():
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return int(as_float)
+    if hint is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if hint is str:
+        if not isinstance(value, str | int | float):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{key}: unsupported type {hint}")
+
+
+def _apply(obj: Any, data: dict[str, Any], prefix: str = "") -> None:
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown config key {full!r}; valid keys here: {', '.join(sorted(names))}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{full}: expected a mapping of settings, got {value!r}")
+            _apply(current, value, prefix=f"{full}.")
+        else:
+            setattr(obj, key, _coerce(value, hints[key], full))
+
+
+def _parse_override(item: str) -> dict[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.learning_rate=3e-4)")
+    key, raw = item.split("=", 1)
+    value = yaml.safe_load(raw) if raw else ""
+    nested: dict[str, Any] = {}
+    node = nested
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return nested
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """Check value ranges that types alone cannot express."""
+    checks = [
+        (cfg.steps > 0, "steps must be > 0"),
+        (cfg.env.obs_mode in ("symbolic", "pixels"), "env.obs_mode must be 'symbolic' or 'pixels'"),
+        (cfg.env.episode_length is None or cfg.env.episode_length > 0, "env.episode_length must be > 0"),
+        (cfg.env.num_workers >= 1, "env.num_workers must be >= 1"),
+        (
+            cfg.env.num_envs_per_worker >= 2 and cfg.env.num_envs_per_worker % 2 == 0,
+            "env.num_envs_per_worker must be an even number >= 2",
+        ),
+        (cfg.ppo.learning_rate > 0, "ppo.learning_rate must be > 0"),
+        (0 < cfg.ppo.gamma <= 1, "ppo.gamma must be in (0, 1]"),
+        (0 <= cfg.ppo.gae_lambda <= 1, "ppo.gae_lambda must be in [0, 1]"),
+        (cfg.ppo.rollout >= 2, "ppo.rollout must be >= 2"),
+        (
+            cfg.ppo.batch_size >= cfg.ppo.rollout and cfg.ppo.batch_size % cfg.ppo.rollout == 0,
+            "ppo.batch_size must be a multiple of ppo.rollout",
+        ),
+        (cfg.ppo.num_epochs >= 1, "ppo.num_epochs must be >= 1"),
+        (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
+        (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
+        (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Build a TrainConfig from defaults, then a YAML file, then ``key=value`` overrides."""
+    cfg = TrainConfig()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+        _apply(cfg, data)
+    for item in overrides or []:
+        _apply(cfg, _parse_override(item))
+    return validate(cfg)
+
+
+def to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Plain-dict form of a config (for YAML dumps and W&B)."""
+    return dataclasses.asdict(cfg)

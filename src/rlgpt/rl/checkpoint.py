@@ -1,0 +1,41 @@
+"""Loading Sample Factory checkpoints under torch>=2.6.
+
+torch 2.6 made ``torch.load(weights_only=True)`` the default. Sample Factory 2.1.1 checkpoints hold numpy
+scalars (e.g. ``best_performance``), which the safe unpickler refuses, and SF's learner then logs the
+exception and silently starts from scratch. Rather than turning safety off globally, the few numpy
+globals those checkpoints need are allow-listed; importing this module installs the list.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+_NUMPY_SAFE_GLOBALS: list[Any] = [
+    np.core.multiarray.scalar,
+    np.dtype,
+    *sorted({type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32, np.bool_)}, key=str),
+]
+torch.serialization.add_safe_globals(_NUMPY_SAFE_GLOBALS)
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint in a run directory."""
+
+
+def latest_checkpoint(run_dir: str | os.PathLike, policy_id: int = 0, kind: str = "checkpoint") -> str:
+    """Path of the newest ``checkpoint_*.pth`` (or ``best_*``) of a Sample Factory run."""
+    pattern = os.path.join(os.fspath(run_dir), f"checkpoint_p{policy_id}", f"{kind}_*")
+    found = sorted(glob.glob(pattern))
+    if not found:
+        raise CheckpointError(f"no {kind} in {os.fspath(run_dir)!r} (looked for {pattern})")
+    return found[-1]
+
+
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
+    """Load a checkpoint with torch's safe (weights-only) unpickler."""
+    return torch.load(path, map_location=device, weights_only=True)

@@ -1,0 +1,202 @@
+"""Evaluation of a trained run: success per achievement over N episodes, as JSON and PNG charts.
+
+The policy is rebuilt from the run's saved Sample Factory config and newest checkpoint (loaded with the
+safe unpickler) and played in-process on fresh environments, several in lockstep so the forward pass
+is batched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from sample_factory.algo.utils.action_distributions import argmax_actions
+from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+from sample_factory.model.actor_critic import create_actor_critic
+from sample_factory.model.model_utils import get_rnn_size
+from sample_factory.utils.attr_dict import AttrDict
+
+from rlgpt import rundir
+from rlgpt.envs.tasks import ACHIEVEMENTS
+from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
+from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
+from rlgpt.tracking import log_scalars, read_metrics
+
+# Evaluation envs are seeded far from the training ones (SF seeds training env i with i).
+EVAL_SEED_BASE = 10_000_000
+
+
+@dataclass
+class EvalReport:
+    """Result of evaluating one checkpoint."""
+
+    task: str
+    """Task evaluated."""
+    episodes: int
+    """Episodes played."""
+    env_steps: int
+    """Training env steps of the evaluated checkpoint."""
+    success_rate: float
+    """Fraction of episodes in which the task succeeded."""
+    achievement_success: dict[str, float]
+    """Per achievement: fraction of episodes in which it was unlocked."""
+    mean_episode_steps: float
+    """Mean primitive steps per episode."""
+    mean_return: float
+    """Mean undiscounted episode return."""
+    deterministic: bool
+    """Whether actions were the policy's argmax instead of samples."""
+
+
+class EvalError(RuntimeError):
+    """The run directory cannot be evaluated (missing config or checkpoint)."""
+
+
+def load_sf_config(run_dir: Path) -> AttrDict:
+    """The Sample Factory config a run was trained with."""
+    path = run_dir / rundir.SF_CONFIG
+    if not path.is_file():
+        raise EvalError(f"{str(run_dir)!r} is not a training run directory (no {rundir.SF_CONFIG})")
+    return AttrDict(json.loads(path.read_text()))
+
+
+def evaluate(
+    run_dir: str | Path,
+    episodes: int = 50,
+    num_envs: int = 8,
+    deterministic: bool = False,
+    seed: int = 0,
+    write: bool = True,
+) -> EvalReport:
+    """Play ``episodes`` episodes with the newest checkpoint of ``run_dir`` and report success rates.
+
+    With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and ``eval_success.png``.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    run_dir = Path(run_dir)
+    cfg = load_sf_config(run_dir)
+    register_model()
+    checkpoint = load_checkpoint(latest_checkpoint(run_dir))
+
+    envs = [make_crafter_env(cfg.env, cfg) for _ in range(min(num_envs, episodes))]
+    model = create_actor_critic(cfg, envs[0].observation_space, envs[0].action_space)
+    model.load_state_dict(checkpoint["model"])
+    model.eval()
+
+    obs = [env.reset(seed=EVAL_SEED_BASE + seed * 1000 + i)[0] for i, env in enumerate(envs)]
+    started = len(envs)
+    returns = np.zeros(len(envs))
+    active = list(range(len(envs)))
+    results: list[tuple[dict, float]] = []
+    rnn_states = torch.zeros(len(envs), get_rnn_size(cfg))
+    with torch.no_grad():
+        while active:
+            batch = {k: torch.as_tensor(np.stack([obs[i][k] for i in active])) for k in obs[active[0]]}
+            out = model(prepare_and_normalize_obs(model, batch), rnn_states[: len(active)])
+            actions = argmax_actions(model.action_distribution()) if deterministic else out["actions"]
+            still_active = []
+            for i, action in zip(active, actions.view(-1).tolist(), strict=True):
+                obs[i], reward, terminated, truncated, info = envs[i].step(int(action))
+                returns[i] += reward
+                if terminated or truncated:
+                    results.append((info["episode_extra_stats"], float(returns[i])))
+                    if started < episodes:
+                        obs[i] = envs[i].reset(seed=EVAL_SEED_BASE + seed * 1000 + started)[0]
+                        returns[i] = 0.0
+                        started += 1
+                        still_active.append(i)
+                else:
+                    still_active.append(i)
+            active = still_active
+    for env in envs:
+        env.close()
+
+    stats = [s for s, _ in results]
+    report = EvalReport(
+        task=task_from_env_name(cfg.env),
+        episodes=len(results),
+        env_steps=int(checkpoint.get("env_steps", 0)),
+        success_rate=float(np.mean([s["rollout/success"] for s in stats])),
+        achievement_success={
+            name: float(np.mean([s[f"rollout/achievement/{name}"] for s in stats])) for name in ACHIEVEMENTS
+        },
+        mean_episode_steps=float(np.mean([s["rollout/episode_steps"] for s in stats])),
+        mean_return=float(np.mean([r for _, r in results])),
+        deterministic=deterministic,
+    )
+    if write:
+        out_dir = run_dir / rundir.EVAL_DIR
+        out_dir.mkdir(exist_ok=True)
+        rundir.write_json(out_dir / rundir.EVAL_JSON, asdict(report))
+        plot_eval(report, out_dir / rundir.EVAL_PNG)
+        scalars = {
+            "eval/success_rate": report.success_rate,
+            "eval/mean_return": report.mean_return,
+            "eval/mean_episode_steps": report.mean_episode_steps,
+        }
+        scalars.update({f"eval/achievement/{k}": v for k, v in report.achievement_success.items()})
+        wandb_run = None
+        if cfg.get("with_wandb") and cfg.get("wandb_unique_id"):
+            wandb_run = {"id": cfg.wandb_unique_id, "project": cfg.wandb_project}
+        log_scalars(run_dir, scalars, report.env_steps, wandb_run)
+    return report
+
+
+def plot_eval(report: EvalReport, path: Path) -> None:
+    """Bar chart of per-achievement success."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report.achievement_success)
+    values = [report.achievement_success[n] for n in names]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ax.bar(range(len(names)), values, color=["tab:green" if v > 0 else "tab:gray" for v in values])
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("success rate")
+    ax.set_title(
+        f"{report.task}: success {report.success_rate:.2f} over {report.episodes} episodes "
+        f"@ {report.env_steps:,} env steps"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_learning_curves(run_dir: str | Path) -> Path | None:
+    """Success and episode reward against env steps from ``metrics.csv``; None when nothing was logged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    path = run_dir / rundir.METRICS_CSV
+    rows = read_metrics(path) if path.exists() else []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    plotted = False
+    for ax, key in zip(axes, ("success", "episode_reward"), strict=True):
+        points = sorted((int(r["env_steps"]), float(r[key])) for r in rows if r[key] not in ("", None))
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys)
+            plotted = True
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+    if not plotted:
+        plt.close(fig)
+        return None
+    fig.suptitle(run_dir.name)
+    fig.tight_layout()
+    out = run_dir / rundir.LEARNING_CURVES_PNG
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

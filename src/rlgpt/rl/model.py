@@ -1,0 +1,76 @@
+"""A small policy torso for Crafter's symbolic observation.
+
+The local view is a grid of material/object ids, so ids are embedded (an id is a category, not a
+magnitude), a two-layer conv reads spatial structure, and the inventory/status vector joins through
+an MLP. Pixel observations fall back to Sample Factory's default encoders.
+"""
+
+from __future__ import annotations
+
+import torch
+from gymnasium import spaces
+from sample_factory.algo.utils.context import global_model_factory
+from sample_factory.model.encoder import Encoder, default_make_encoder_func
+from sample_factory.utils.typing import Config, ObsSpace
+from torch import nn
+
+EMBED_DIM = 16
+CONV_CHANNELS = 32
+VECTOR_DIM = 64
+
+
+def is_symbolic(obs_space: ObsSpace) -> bool:
+    """True for the symbolic Crafter observation (an integer ``view`` grid plus a ``vector``)."""
+    return (
+        isinstance(obs_space, spaces.Dict)
+        and "view" in obs_space.spaces
+        and "vector" in obs_space.spaces
+        and len(obs_space["view"].shape) == 2
+    )
+
+
+class SymbolicEncoder(Encoder):
+    """Embedding + conv over the semantic view, MLP over the vector, fused into ``hidden_size`` features."""
+
+    def __init__(self, cfg: Config, obs_space: spaces.Dict):
+        super().__init__(cfg)
+        view, vector = obs_space["view"], obs_space["vector"]
+        self.n_ids = int(view.high.max()) + 1
+        height, width = view.shape
+        self.embed = nn.Embedding(self.n_ids, EMBED_DIM)
+        self.conv = nn.Sequential(
+            nn.Conv2d(EMBED_DIM, CONV_CHANNELS, 3, padding=1),
+            nn.ELU(),
+            nn.Conv2d(CONV_CHANNELS, CONV_CHANNELS, 3, padding=1),
+            nn.ELU(),
+        )
+        self.vector = nn.Sequential(nn.Linear(vector.shape[0], VECTOR_DIM), nn.ELU())
+        hidden = int(cfg.rlgpt_hidden_size)
+        self.fuse = nn.Sequential(nn.Linear(CONV_CHANNELS * height * width + VECTOR_DIM, hidden), nn.ELU())
+        self.out_size = hidden
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        ids = obs_dict["view"].long().clamp_(0, self.n_ids - 1)
+        x = self.embed(ids).permute(0, 3, 1, 2)  # B,H,W,E -> B,E,H,W
+        x = self.conv(x).flatten(1)
+        # Counts run 0..9 and beyond; log1p keeps them in a range an MLP handles without input normalization.
+        v = self.vector(torch.log1p(obs_dict["vector"].float().clamp_min(0)))
+        return self.fuse(torch.cat([x, v], dim=1))
+
+    def get_out_size(self) -> int:
+        return self.out_size
+
+    def type_for_input_tensor(self, input_tensor_name: str) -> torch.dtype:
+        return torch.long if input_tensor_name == "view" else torch.float32
+
+
+def make_encoder(cfg: Config, obs_space: ObsSpace) -> Encoder:
+    """Sample Factory encoder factory: the symbolic torso where it applies, SF's default otherwise."""
+    if is_symbolic(obs_space):
+        return SymbolicEncoder(cfg, obs_space)
+    return default_make_encoder_func(cfg, obs_space)
+
+
+def register_model() -> None:
+    """Make Sample Factory build policies with :func:`make_encoder` (call before training or evaluation)."""
+    global_model_factory().register_encoder_factory(make_encoder)

@@ -1,0 +1,106 @@
+"""Crafter tasks as Sample Factory environments, registered by name (``crafter_<task>``).
+
+Sample Factory pickles its global context (env registry, model factory) into every worker process it
+spawns, so everything registered here is a module-level function: unpickling it imports this module
+in the worker, which is also what installs the checkpoint allow-list there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import gymnasium as gym
+from sample_factory.envs.env_utils import register_env
+from sample_factory.utils import utils as sf_utils
+from sample_factory.utils.typing import Config
+
+from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
+
+ENV_PREFIX = "crafter_"
+# Sample Factory's console handler is module-level in every process it spawns; importing this module
+# (which each worker does to unpickle the env factory) applies the level the trainer chose.
+SF_CONSOLE_LEVEL_ENV = "RLGPT_SF_CONSOLE_LEVEL"
+
+
+def apply_console_level() -> None:
+    """Set Sample Factory's console log level in this process from ``RLGPT_SF_CONSOLE_LEVEL``."""
+    if os.environ.get(SF_CONSOLE_LEVEL_ENV):
+        sf_utils.stream_handler.setLevel(os.environ[SF_CONSOLE_LEVEL_ENV])
+
+
+apply_console_level()
+# Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
+_SEED_STRIDE = 1_000_003
+
+
+def env_name_for_task(task: str) -> str:
+    """Sample Factory env name of a task, e.g. ``collect_wood`` -> ``crafter_collect_wood``."""
+    return ENV_PREFIX + task
+
+
+def task_from_env_name(env_name: str) -> str:
+    """Inverse of :func:`env_name_for_task`."""
+    if not env_name.startswith(ENV_PREFIX):
+        raise ValueError(f"not a Crafter env name: {env_name!r} (expected {ENV_PREFIX}<task>)")
+    return env_name[len(ENV_PREFIX) :]
+
+
+class EpisodeStats(gym.Wrapper):
+    """Reports per-episode task success and every achievement under ``rollout/`` at episode end,
+    and offsets env seeds by the run seed."""
+
+    # Sample Factory probes these; answering here keeps gymnasium from warning about wrapper lookups.
+    num_agents = 1
+    is_multiagent = False
+
+    def __init__(self, env: gym.Env, run_seed: int):
+        super().__init__(env)
+        self.run_seed = run_seed
+        self.steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            seed = self.run_seed * _SEED_STRIDE + seed
+        self.steps = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += int(info.get("macro_steps", 1))
+        if terminated or truncated:
+            stats = dict(info.get("episode_extra_stats", {}))
+            stats["rollout/success"] = float(info["success"])
+            stats["rollout/episode_steps"] = float(self.steps)
+            for name in ACHIEVEMENTS:
+                stats[f"rollout/achievement/{name}"] = float(info["achievements"].get(name, 0) > 0)
+            info["episode_extra_stats"] = stats
+        return obs, reward, terminated, truncated, info
+
+
+def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
+    """Sample Factory env factory for ``crafter_<task>`` names."""
+    task = TaskSpec.from_name(task_from_env_name(full_env_name))
+    env = make_task_env(
+        task,
+        obs_mode=cfg.rlgpt_obs_mode,
+        episode_length=cfg.rlgpt_episode_length,
+    )
+    return EpisodeStats(env, run_seed=int(cfg.seed or 0))
+
+
+def register_task_env(task: str) -> str:
+    """Register the Sample Factory env for ``task`` (validated) and return its name."""
+    TaskSpec.from_name(task)
+    name = env_name_for_task(task)
+    register_env(name, make_crafter_env)
+    return name
+
+
+def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
+    """The rlgpt-specific flags Sample Factory must know about (saved in the run's config.json)."""
+    parser.add_argument("--rlgpt_obs_mode", default="symbolic", type=str)
+    parser.add_argument("--rlgpt_episode_length", default=None, type=int)
+    parser.add_argument("--rlgpt_hidden_size", default=256, type=int)

@@ -1,0 +1,172 @@
+"""PPO training of a Crafter task with Sample Factory's APPO, read top to bottom in :func:`train`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sample_factory.algo.runners.runner import AlgoObserver
+from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+from sample_factory.train import make_runner
+
+from rlgpt import rundir
+from rlgpt.config import TrainConfig, to_dict
+from rlgpt.envs.tasks import TaskSpec
+from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
+from rlgpt.tracking import MetricsLog, ProgressLine
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or resumed-and-finished) training run reports."""
+
+    run_dir: Path
+    """The run directory."""
+    status: int
+    """Sample Factory's exit status (0 = success)."""
+    env_steps: int
+    """Environment steps trained, counting earlier sessions of a resumed run."""
+    wall_time_s: float
+    """Wall time of this session."""
+    success: float | None
+    """Mean rollout success over the last episodes (None if no episode finished)."""
+
+
+def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
+    """Translate a TrainConfig into Sample Factory flags (the one place the two vocabularies meet)."""
+    p = cfg.ppo
+    return [
+        f"--env={env_name}",
+        f"--experiment={run_dir.name}",
+        f"--train_dir={run_dir.parent}",
+        "--device=cpu",
+        f"--seed={cfg.seed}",
+        f"--train_for_env_steps={cfg.steps}",
+        f"--num_workers={cfg.env.num_workers}",
+        f"--num_envs_per_worker={cfg.env.num_envs_per_worker}",
+        "--worker_num_splits=2",
+        f"--async_rl={p.async_rl}",
+        "--serial_mode=False",
+        "--use_rnn=False",
+        # Observations are scaled inside the policy (ids are embedded, counts log1p'd).
+        "--normalize_input=False",
+        "--normalize_returns=True",
+        f"--learning_rate={p.learning_rate}",
+        f"--gamma={p.gamma}",
+        f"--gae_lambda={p.gae_lambda}",
+        f"--rollout={p.rollout}",
+        f"--batch_size={p.batch_size}",
+        f"--num_batches_per_epoch={p.num_batches_per_epoch}",
+        f"--num_epochs={p.num_epochs}",
+        f"--ppo_clip_ratio={p.ppo_clip_ratio}",
+        f"--value_loss_coeff={p.value_loss_coeff}",
+        f"--exploration_loss_coeff={p.exploration_loss_coeff}",
+        f"--max_grad_norm={p.max_grad_norm}",
+        f"--max_policy_lag={p.max_policy_lag}",
+        f"--rlgpt_hidden_size={p.hidden_size}",
+        f"--rlgpt_obs_mode={cfg.env.obs_mode}",
+        f"--rlgpt_episode_length={cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length}",
+        f"--save_every_sec={cfg.save_every_sec}",
+        "--keep_checkpoints=2",
+        "--experiment_summaries_interval=5",
+        "--flush_summaries_interval=5",
+        "--stats_avg=32",
+        "--heartbeat_interval=60",
+        "--heartbeat_reporting_interval=600",
+        # Two cores: pinning workers to cores only fights the learner for them.
+        "--set_workers_cpu_affinity=False",
+        f"--with_wandb={cfg.wandb}",
+        f"--wandb_project={cfg.wandb_project}",
+    ]
+
+
+def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: Sequence[str] = ()):
+    """Parse the Sample Factory config of a run (registers rlgpt's own flags first)."""
+    argv = sf_argv(cfg, run_dir, env_name) + list(extra_argv)
+    parser, _ = parse_sf_args(argv=argv, evaluation=False)
+    add_rlgpt_args(parser)
+    return parse_full_cfg(parser, argv=argv)
+
+
+def _make_observer(metrics: MetricsLog, progress: ProgressLine):
+    class RolloutObserver(AlgoObserver):
+        """Adds ``rollout/*`` scalars, appends metrics.csv and drives the progress line."""
+
+        def __init__(self) -> None:
+            self.t0 = time.time()
+            self.last: tuple[float, int] | None = None
+            self.fps = 0.0
+
+        def _mean(self, runner, key: str) -> float | None:
+            stat = runner.policy_avg_stats.get(key)
+            return float(np.mean(stat[0])) if stat and len(stat[0]) else None
+
+        def _steps(self, runner) -> int:
+            return int(runner.env_steps.get(0, 0))
+
+        def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
+            now, steps = time.time(), self._steps(runner)
+            if self.last is not None and now > self.last[0] and steps >= self.last[1]:
+                inst = (steps - self.last[1]) / (now - self.last[0])
+                self.fps = inst if self.fps == 0.0 else 0.9 * self.fps + 0.1 * inst
+            self.last = (now, steps)
+            progress.update(steps, self.fps, self._mean(runner, "rollout/success"))
+
+        def extra_summaries(self, runner, policy_id, writer, env_steps) -> None:
+            reward, length = self._mean(runner, "reward"), self._mean(runner, "rollout/episode_steps")
+            writer.add_scalar("rollout/fps", self.fps, env_steps)
+            if reward is not None:
+                writer.add_scalar("rollout/episode_reward", reward, env_steps)
+            metrics.write(
+                env_steps=env_steps,
+                wall_time=round(time.time() - self.t0, 2),
+                fps=round(self.fps, 1),
+                success=self._mean(runner, "rollout/success"),
+                episode_reward=reward,
+                episode_steps=length,
+            )
+
+    return RolloutObserver()
+
+
+def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
+    """Train (or resume) a run; returns when ``cfg.steps`` env steps are done.
+
+    Re-running with the same config resumes from the newest checkpoint in the run directory.
+    """
+    TaskSpec.from_name(cfg.task)  # fail on a bad task name before anything is created
+    run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
+    rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
+
+    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
+    apply_console_level()
+    if cfg.wandb:
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_DIR", str(run_dir))
+
+    env_name = register_task_env(cfg.task)
+    register_model()
+    sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv)
+
+    metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
+    progress = ProgressLine(cfg.steps)
+    observer = _make_observer(metrics, progress)
+    t0 = time.time()
+    try:
+        sf_cfg, runner = make_runner(sf_cfg)
+        runner.register_observer(observer)
+        status = runner.init()
+        if status == 0:
+            status = runner.run()
+        steps = observer._steps(runner)
+        success = observer._mean(runner, "rollout/success")
+        progress.update(steps, observer.fps, success, force=True)
+    finally:
+        progress.close()
+        metrics.close()
+    return TrainResult(run_dir, int(status), steps, time.time() - t0, success)

@@ -1,0 +1,62 @@
+"""Run-directory layout and crash-safe writes.
+
+A run directory is Sample Factory's experiment directory (``checkpoint_p0/``, ``config.json``,
+``.summary/``) plus rlgpt's own files, listed here so every module agrees on the names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RLGPT_CONFIG = "rlgpt.yaml"
+METRICS_CSV = "metrics.csv"
+LEARNING_CURVES_PNG = "learning_curves.png"
+EVAL_DIR = "eval"
+EVAL_JSON = "eval.json"
+EVAL_PNG = "eval_success.png"
+SF_CONFIG = "config.json"
+
+
+class RunDirError(OSError):
+    """The run directory cannot be created or written."""
+
+
+def prepare_run_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` if needed and prove it is writable, or raise RunDirError with the reason."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-probe-"):
+            pass
+    except OSError as e:
+        raise RunDirError(f"run dir {str(path)!r} is not writable: {e.strerror or e}") from None
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write a file so that a crash leaves either the old or the new content, never a torn one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_yaml(path: str | os.PathLike, data: Any) -> None:
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,102 @@
+"""Metrics that outlive a crash: an append-only CSV in the run directory, plus the console progress line.
+
+Sample Factory writes TensorBoard summaries (and W&B mirrors them with ``sync_tensorboard``); this module
+adds ``rollout/*`` scalars there and keeps ``metrics.csv`` so that learning curves can be drawn without
+TensorBoard and nothing logged before a SIGKILL is lost (each row is flushed as it is written).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+METRIC_FIELDS = ("env_steps", "wall_time", "fps", "success", "episode_reward", "episode_steps", "session")
+
+
+class MetricsLog:
+    """Append-only CSV of rollout metrics; a resumed run appends a new ``session``."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        rows = read_metrics(self.path) if self.path.exists() else []
+        self.session = (max(int(r["session"]) for r in rows) + 1) if rows else 0
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._file = open(self.path, "a", newline="")  # noqa: SIM115 (kept open for the run)
+        self._writer = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
+        if new:
+            self._writer.writeheader()
+            self._file.flush()
+
+    def write(self, **values: float) -> None:
+        """Append one row (missing fields are left empty) and flush it to the OS."""
+        row = {k: values.get(k, "") for k in METRIC_FIELDS}
+        row["session"] = self.session
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Rows of a metrics CSV; a torn last line (from a kill mid-write) is dropped."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [r for r in rows if r.get("session") not in (None, "")]
+
+
+class ProgressLine:
+    """A live one-line status (steps, FPS, success) on stderr; a plain line every few seconds if not a TTY."""
+
+    def __init__(self, total_steps: int, stream=None, every_s: float | None = None):
+        self.total = total_steps
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every_s = every_s if every_s is not None else (0.5 if self.tty else 10.0)
+        self._last = 0.0
+
+    def update(self, steps: int, fps: float, success: float | None, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.every_s:
+            return
+        self._last = now
+        pct = 100.0 * min(steps, self.total) / max(self.total, 1)
+        succ = "  n/a" if success is None else f"{success:5.2f}"
+        line = f"steps {steps:>9,d}/{self.total:,d} ({pct:5.1f}%)  fps {fps:7.0f}  success {succ}"
+        if self.tty:
+            self.stream.write("\r" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def log_scalars(
+    run_dir: str | os.PathLike, scalars: dict[str, float], step: int, wandb_run: dict[str, str] | None = None
+) -> None:
+    """Write scalars (already namespaced, e.g. ``eval/success_rate``) beside the training summaries.
+
+    ``wandb_run`` (``{"id": ..., "project": ...}``) re-attaches to the run's W&B run so that the scalars land
+    in the same run as the training curves instead of a new one.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(os.path.join(os.fspath(run_dir), ".summary", "0"))
+    for key, value in scalars.items():
+        writer.add_scalar(key, value, step)
+    writer.close()
+    if wandb_run:
+        import wandb
+
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_DIR", os.fspath(run_dir))
+        run = wandb.init(id=wandb_run["id"], project=wandb_run["project"], resume="allow")
+        run.log(dict(scalars), step=step)
+        run.finish()
