@@ -108,16 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from rlgpt.config import ConfigError
+    from rlgpt.macro.files import MacroFileError
+    from rlgpt.rl.checkpoint import CheckpointError
+    from rlgpt.rl.evaluate import EvalError
     from rlgpt.rundir import RunDirError
 
-    user_errors: tuple[type[BaseException], ...] = (ConfigError, RunDirError, ValueError, FileNotFoundError)
-    try:
-        from rlgpt.rl.checkpoint import CheckpointError
-        from rlgpt.rl.evaluate import EvalError
-
-        user_errors += (CheckpointError, EvalError)
-    except ImportError:
-        pass
+    user_errors = (ConfigError, RunDirError, MacroFileError, CheckpointError, EvalError, FileNotFoundError)
     try:
         return int(args.func(args) or 0)
     except user_errors as e:

@@ -71,6 +71,16 @@ class PPOConfig:
 
 
 @dataclass
+class MacroConfig:
+    """Code-as-policy macro-actions added to the primitive action space."""
+
+    file: str | None = None
+    """YAML/JSON list of macros (``name``, ``code``, optional ``description``); ``None`` = primitives only."""
+    max_steps: int = 32
+    """Primitive steps after which a running macro is cut off."""
+
+
+@dataclass
 class TrainConfig:
     """Everything one ``rlgpt train`` needs."""
 
@@ -87,6 +97,8 @@ class TrainConfig:
     """Environment settings."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """Learner settings."""
+    macros: MacroConfig = field(default_factory=MacroConfig)
+    """Macro-actions (compiled LLM- or hand-written code) beside the primitive actions."""
     save_every_sec: int = 30
     """Checkpoint period; a killed run loses at most this much training."""
     eval_episodes: int = 50
@@ -208,12 +220,19 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         ),
         (cfg.ppo.num_epochs >= 1, "ppo.num_epochs must be >= 1"),
         (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
+        (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    from rlgpt.envs.tasks import TaskSpec  # deferred: importing crafter is not free
+
+    try:
+        TaskSpec.from_name(cfg.task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return cfg
 
 
@@ -231,6 +250,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(data, dict):
             raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
         _apply(cfg, data)
+        if cfg.macros.file and not Path(cfg.macros.file).is_absolute():
+            cfg.macros.file = str(path.parent / cfg.macros.file)
     for item in overrides or []:
         _apply(cfg, _parse_override(item))
     return validate(cfg)

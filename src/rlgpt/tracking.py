@@ -13,7 +13,18 @@ import sys
 import time
 from pathlib import Path
 
-METRIC_FIELDS = ("env_steps", "wall_time", "fps", "success", "episode_reward", "episode_steps", "session")
+METRIC_FIELDS = (
+    "env_steps",
+    "primitive_steps",
+    "wall_time",
+    "fps",
+    "success",
+    "episode_reward",
+    "episode_steps",
+    "session",
+)
+"""``env_steps`` is Sample Factory's count (policy decisions); ``primitive_steps`` counts game steps, which is
+larger when macro-actions run (estimated from each window's mean primitive steps per decision)."""
 
 
 class MetricsLog:
@@ -23,6 +34,7 @@ class MetricsLog:
         self.path = Path(path)
         rows = read_metrics(self.path) if self.path.exists() else []
         self.session = (max(int(r["session"]) for r in rows) + 1) if rows else 0
+        self.last_row = rows[-1] if rows else None
         new = not self.path.exists() or self.path.stat().st_size == 0
         self._file = open(self.path, "a", newline="")  # noqa: SIM115 (kept open for the run)
         self._writer = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)

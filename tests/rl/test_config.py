@@ -56,4 +56,10 @@ def test_bad_files(tmp_path):
 
 
 def test_default_run_dir_is_deterministic_so_reruns_resume():
-    assert load_config(None, ["task=a+b", "seed=3"]).resolved_run_dir().as_posix() == "train_dir/a_b-seed3"
+    cfg = load_config(None, ["task=collect_wood+place_table", "seed=3"])
+    assert cfg.resolved_run_dir().as_posix() == "train_dir/collect_wood_place_table-seed3"
+
+
+def test_unknown_task_is_a_config_error():
+    with pytest.raises(ConfigError, match="Did you mean collect_wood"):
+        load_config(None, ["task=colect_wood"])

@@ -77,7 +77,7 @@ def evaluate(
     With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and ``eval_success.png``.
     """
     if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+        raise EvalError(f"episodes must be >= 1, got {episodes}")
     run_dir = Path(run_dir)
     cfg = load_sf_config(run_dir)
     register_model()

@@ -17,6 +17,8 @@ from sample_factory.utils import utils as sf_utils
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+from rlgpt.macro.files import sources_from_json
+from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
 
 ENV_PREFIX = "crafter_"
@@ -49,8 +51,12 @@ def task_from_env_name(env_name: str) -> str:
 
 
 class EpisodeStats(gym.Wrapper):
-    """Reports per-episode task success and every achievement under ``rollout/`` at episode end,
-    and offsets env seeds by the run seed."""
+    """Reports per-episode task success, every achievement and step counts under ``rollout/`` at episode
+    end, and offsets env seeds by the run seed.
+
+    ``rollout/episode_steps`` counts primitive steps and ``rollout/episode_decisions`` policy decisions;
+    they differ when macros run (a macro is one decision of many primitive steps).
+    """
 
     # Sample Factory probes these; answering here keeps gymnasium from warning about wrapper lookups.
     num_agents = 1
@@ -60,20 +66,24 @@ class EpisodeStats(gym.Wrapper):
         super().__init__(env)
         self.run_seed = run_seed
         self.steps = 0
+        self.decisions = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
             seed = self.run_seed * _SEED_STRIDE + seed
         self.steps = 0
+        self.decisions = 0
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.steps += int(info.get("macro_steps", 1))
+        self.decisions += 1
         if terminated or truncated:
             stats = dict(info.get("episode_extra_stats", {}))
             stats["rollout/success"] = float(info["success"])
             stats["rollout/episode_steps"] = float(self.steps)
+            stats["rollout/episode_decisions"] = float(self.decisions)
             for name in ACHIEVEMENTS:
                 stats[f"rollout/achievement/{name}"] = float(info["achievements"].get(name, 0) > 0)
             info["episode_extra_stats"] = stats
@@ -88,6 +98,15 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
         obs_mode=cfg.rlgpt_obs_mode,
         episode_length=cfg.rlgpt_episode_length,
     )
+    if cfg.rlgpt_macros:
+        # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
+        env = MacroActionWrapper(
+            env,
+            sources_from_json(cfg.rlgpt_macros),
+            gamma=cfg.gamma,
+            max_macro_steps=cfg.rlgpt_macro_max_steps,
+            seed=int(cfg.seed or 0),
+        )
     return EpisodeStats(env, run_seed=int(cfg.seed or 0))
 
 
@@ -104,3 +123,5 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_obs_mode", default="symbolic", type=str)
     parser.add_argument("--rlgpt_episode_length", default=None, type=int)
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
+    parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
+    parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)

@@ -16,6 +16,7 @@ from sample_factory.train import make_runner
 from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
+from rlgpt.macro.files import load_macro_file, sources_to_json
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
 from rlgpt.tracking import MetricsLog, ProgressLine
@@ -82,7 +83,8 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         "--set_workers_cpu_affinity=False",
         f"--with_wandb={cfg.wandb}",
         f"--wandb_project={cfg.wandb_project}",
-    ]
+        f"--rlgpt_macro_max_steps={cfg.macros.max_steps}",
+    ] + ([f"--rlgpt_macros={sources_to_json(load_macro_file(cfg.macros.file))}"] if cfg.macros.file else [])
 
 
 def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: Sequence[str] = ()):
@@ -101,6 +103,8 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
             self.t0 = time.time()
             self.last: tuple[float, int] | None = None
             self.fps = 0.0
+            self.primitive_steps: float | None = None
+            self.logged_steps = 0
 
         def _mean(self, runner, key: str) -> float | None:
             stat = runner.policy_avg_stats.get(key)
@@ -108,6 +112,25 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
 
         def _steps(self, runner) -> int:
             return int(runner.env_steps.get(0, 0))
+
+        def _count_primitive_steps(self, env_steps: int, runner) -> float:
+            """Integrate primitive steps: decisions since the last row times primitive steps per decision."""
+            if self.primitive_steps is None:
+                # A resumed run continues the previous session's ratio from its checkpointed step count.
+                last = metrics.last_row
+                ratio = 1.0
+                if last and last["primitive_steps"] and float(last["env_steps"]) > 0:
+                    ratio = float(last["primitive_steps"]) / float(last["env_steps"])
+                self.primitive_steps = env_steps * ratio
+                self.logged_steps = env_steps
+            steps, decisions = (
+                self._mean(runner, "rollout/episode_steps"),
+                self._mean(runner, "rollout/episode_decisions"),
+            )
+            per_decision = steps / decisions if steps and decisions else 1.0
+            self.primitive_steps += max(env_steps - self.logged_steps, 0) * per_decision
+            self.logged_steps = env_steps
+            return self.primitive_steps
 
         def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
             now, steps = time.time(), self._steps(runner)
@@ -119,11 +142,14 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
 
         def extra_summaries(self, runner, policy_id, writer, env_steps) -> None:
             reward, length = self._mean(runner, "reward"), self._mean(runner, "rollout/episode_steps")
+            primitive_steps = self._count_primitive_steps(env_steps, runner)
             writer.add_scalar("rollout/fps", self.fps, env_steps)
+            writer.add_scalar("rollout/primitive_steps", primitive_steps, env_steps)
             if reward is not None:
                 writer.add_scalar("rollout/episode_reward", reward, env_steps)
             metrics.write(
                 env_steps=env_steps,
+                primitive_steps=round(primitive_steps),
                 wall_time=round(time.time() - self.t0, 2),
                 fps=round(self.fps, 1),
                 success=self._mean(runner, "rollout/success"),
@@ -139,7 +165,9 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
 
     Re-running with the same config resumes from the newest checkpoint in the run directory.
     """
-    TaskSpec.from_name(cfg.task)  # fail on a bad task name before anything is created
+    TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
+    if cfg.macros.file:
+        load_macro_file(cfg.macros.file)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
 

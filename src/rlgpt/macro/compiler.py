@@ -1,0 +1,572 @@
+"""Compile LLM-written macro source into a sandboxed generator: parse -> validate -> instrument -> compile.
+
+Validation is an allow-list over the AST: only the node types, builtin names and attribute names listed
+here pass; everything else (imports, ``_`` names and attributes, ``getattr``/``eval``/``open``..., classes,
+``global``/``nonlocal``, ``with``, bare ``except``, escaping lambdas, attribute writes, ``*``/``**``
+unpacking, computed f-string format specs) is rejected with one `Diagnostic` per violation. Instrumentation
+then routes loops, calls, operators and allocations through the `Guard` hooks (see `sandbox`).
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlgpt.macro.api import API_MEMBERS
+from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, make_diagnostic
+from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, Guard, MacroLimits
+
+_ALLOWED_NODES: tuple[type[ast.AST], ...] = (
+    ast.Module,
+    ast.FunctionDef,
+    ast.arguments,
+    ast.arg,
+    ast.Return,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.For,
+    ast.While,
+    ast.If,
+    ast.Break,
+    ast.Continue,
+    ast.Pass,
+    ast.Expr,
+    ast.Try,
+    ast.ExceptHandler,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Lambda,
+    ast.IfExp,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.comprehension,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Compare,
+    ast.Call,
+    ast.keyword,
+    ast.FormattedValue,
+    ast.JoinedStr,
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Name,
+    ast.List,
+    ast.Tuple,
+    ast.Slice,
+    ast.NamedExpr,
+    ast.Load,
+    ast.Store,
+    ast.Del,
+    ast.boolop,
+    ast.unaryop,
+    ast.cmpop,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.LShift,
+    ast.RShift,
+    ast.BitOr,
+    ast.BitXor,
+    ast.BitAnd,
+)
+
+DENIED_NAMES: frozenset[str] = frozenset(
+    "exec eval compile open getattr setattr delattr hasattr globals locals vars type dir id help input "
+    "breakpoint memoryview bytearray bytes object super classmethod staticmethod property chr ord format "
+    "repr print iter aiter anext callable pow hash exit quit issubclass frozenset slice complex ascii bin "
+    "hex oct BaseException SystemExit KeyboardInterrupt GeneratorExit StopIteration".split()
+)
+"""Names refused outright with a specific message (they are also absent from the sandbox builtins)."""
+
+SAFE_METHODS: frozenset[str] = frozenset(
+    "append extend insert pop remove index count sort reverse clear get items keys values setdefault "
+    "update add discard union intersection difference issubset issuperset isdisjoint startswith "
+    "endswith split strip lower upper find isdigit isalpha".split()
+)
+"""Attribute names allowed on ordinary values (container/str methods that cannot reach internals)."""
+
+ALLOWED_ATTRIBUTES: frozenset[str] = SAFE_METHODS | API_MEMBERS
+"""Every attribute name macro code may read: `SAFE_METHODS` plus the `GameAPI` members."""
+
+_CONSTANT_TYPES = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class MacroSource:
+    """Macro source code as the fast agent wrote it; shipped as text and compiled where it runs."""
+
+    name: str
+    """Macro name (an identifier); also the name of the generator function that is its entry point."""
+    code: str
+    """Python source defining ``def <name>(game): ... yield "<action>" ...``."""
+    description: str = ""
+    """What the macro does, for prompts and reports."""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name.startswith("_"):
+            raise ValueError(f"macro name must be an identifier not starting with '_', got {self.name!r}")
+
+    @classmethod
+    def from_code(cls, code: str, description: str = "") -> MacroSource:
+        """Wrap bare source; the name is the one top-level generator function it defines."""
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as exc:
+            raise MacroCompileError("<unnamed>", (_syntax_diagnostic(exc, code),)) from None
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and _yields(n)]
+        if len(names) != 1:
+            raise MacroCompileError(
+                "<unnamed>",
+                (
+                    make_diagnostic(
+                        "signature",
+                        f"source must define exactly one top-level generator function, found {len(names)}; "
+                        "pass MacroSource(name=..., code=...) to pick the entry point",
+                        code,
+                        None,
+                        None,
+                    ),
+                ),
+            )
+        return cls(names[0], code, description)
+
+
+@dataclass(frozen=True)
+class CompiledMacro:
+    """A validated, instrumented macro ready to run in a sandbox namespace."""
+
+    source: MacroSource
+    """The source it was compiled from."""
+    code: types.CodeType = field(repr=False)
+    """Instrumented module code object (defines the entry generator function)."""
+    limits: MacroLimits
+    """Resource bounds applied to every invocation."""
+
+    @property
+    def name(self) -> str:
+        """The macro's name."""
+        return self.source.name
+
+    @property
+    def filename(self) -> str:
+        """Pseudo file name of the code, used to locate runtime failures in tracebacks."""
+        return f"<macro:{self.source.name}>"
+
+    def new_guard(self) -> Guard:
+        """A fresh guard (fuel, depth, failure state) for one invocation."""
+        return Guard(self.limits, self.filename, self.source.code)
+
+    def start(self, game: Any, guard: Guard) -> types.GeneratorType:
+        """Execute the module in a fresh namespace and create the macro's generator over ``game``.
+
+        Raises whatever the module body raises (the runtime converts that into a diagnostic).
+        """
+        namespace = guard.namespace()
+        exec(self.code, namespace)
+        gen = namespace[self.source.name](game)
+        if not isinstance(gen, types.GeneratorType):
+            raise TypeError(f"{self.source.name}() must be a generator function (use yield)")
+        return gen
+
+
+def _yields(func: ast.FunctionDef) -> bool:
+    """Whether the function itself (not a nested def/lambda) contains yield."""
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.Lambda):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _syntax_diagnostic(exc: SyntaxError, code: str) -> Diagnostic:
+    return make_diagnostic("syntax", f"syntax error: {exc.msg}", code, exc.lineno, exc.offset)
+
+
+class _Validator:
+    """Collects every allow-list violation of one module."""
+
+    def __init__(self, code: str, entry: str) -> None:
+        self.code = code
+        self.entry = entry
+        self.problems: list[Diagnostic] = []
+
+    def add(self, kind: str, message: str, node: ast.AST | None) -> None:
+        line = getattr(node, "lineno", None)
+        col = getattr(node, "col_offset", None)
+        self.problems.append(
+            make_diagnostic(kind, message, self.code, line, None if col is None else col + 1)
+        )
+
+    def run(self, tree: ast.Module) -> list[Diagnostic]:
+        parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        defined = self._defined_names(tree)
+        self._check_module(tree)
+        # Children of a forbidden node are not examined: one problem per construct is enough.
+        stack: list[ast.AST] = [tree]
+        while stack:
+            node = stack.pop()
+            if self._check_node(node, parents, defined):
+                stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        self.problems.sort(key=lambda d: (d.line or 0, d.col or 0))
+        return self.problems
+
+    @staticmethod
+    def _defined_names(tree: ast.Module) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                names.add(node.id)
+            elif isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
+        return names
+
+    def _check_module(self, tree: ast.Module) -> None:
+        entry: ast.FunctionDef | None = None
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef):
+                if stmt.name == self.entry:
+                    entry = stmt
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                continue
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue
+            elif isinstance(stmt, _ALLOWED_NODES):
+                self.add(
+                    "forbidden_node",
+                    f"top level may only define functions and constants, not {type(stmt).__name__}",
+                    stmt,
+                )
+        if entry is None:
+            self.add(
+                "signature",
+                f"no top-level function named {self.entry!r}; define def {self.entry}(game):",
+                None,
+            )
+            return
+        args = entry.args
+        if len(args.posonlyargs) + len(args.args) != 1 or args.vararg or args.kwarg or args.kwonlyargs:
+            self.add("signature", f"{self.entry}() must take exactly one argument (the game API)", entry)
+        if not _yields(entry):
+            self.add("signature", f"{self.entry}() must be a generator that yields action names", entry)
+
+    def _check_node(self, node: ast.AST, parents: dict[ast.AST, ast.AST], defined: set[str]) -> bool:
+        """Report what is wrong with one node; False when the node type itself is forbidden."""
+        if not isinstance(node, _ALLOWED_NODES):
+            self.add("forbidden_node", _node_message(node), node)
+            return False
+        if isinstance(node, ast.Name):
+            self._check_name(node.id, node, defined)
+        elif isinstance(node, ast.FunctionDef):
+            if node.name.startswith("_"):
+                self.add("forbidden_name", f"names starting with '_' are not allowed: {node.name!r}", node)
+            if node.name in DENIED_NAMES:
+                self.add("forbidden_name", f"{node.name!r} is not allowed in macros", node)
+            if node.decorator_list:
+                self.add("forbidden_node", "decorators are not allowed in macros", node)
+        elif isinstance(node, ast.arg) and node.arg.startswith("_"):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {node.arg!r}", node)
+        elif isinstance(node, ast.keyword):
+            if node.arg is None:
+                self.add("forbidden_node", "'**' unpacking is not allowed in macros", node)
+            elif node.arg.startswith("_"):
+                self.add("forbidden_name", f"names starting with '_' are not allowed: {node.arg!r}", node)
+        elif isinstance(node, ast.Attribute):
+            self._check_attribute(node)
+        elif isinstance(node, ast.ExceptHandler):
+            self._check_handler(node)
+        elif isinstance(node, ast.Lambda):
+            parent = parents.get(node)
+            as_argument = (isinstance(parent, ast.Call) and node in parent.args) or isinstance(
+                parent, ast.keyword
+            )
+            if not as_argument:
+                self.add(
+                    "forbidden_node",
+                    "lambdas may only be passed directly as call arguments (e.g. key=)",
+                    node,
+                )
+        elif isinstance(node, ast.Constant) and not isinstance(node.value, _CONSTANT_TYPES):
+            self.add("forbidden_node", f"constants of type {type(node.value).__name__} are not allowed", node)
+        elif isinstance(node, ast.Dict) and any(k is None for k in node.keys):
+            self.add("forbidden_node", "'**' unpacking is not allowed in macros", node)
+        elif isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            self._check_format_spec(node)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+            if isinstance(node.target.slice, ast.Slice):
+                self.add("forbidden_node", "augmented assignment to a slice is not allowed", node)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if not isinstance(target, ast.Name | ast.Subscript):
+                    self.add("mutation", "only names and items can be deleted", target)
+        return True
+
+    def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:
+        if name.startswith("_"):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {name!r}", node)
+        elif name in DENIED_NAMES:
+            self.add("forbidden_name", f"{name!r} is not allowed in macros", node)
+        elif name not in defined and name not in ALLOWED_BUILTIN_NAMES:
+            self.add(
+                "forbidden_name",
+                f"name {name!r} is not defined; macros may use their own names, the game argument and "
+                f"these builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}",
+                node,
+            )
+
+    def _check_attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.add(
+                "mutation", f"attributes are read-only in macros; cannot assign/delete .{node.attr}", node
+            )
+        elif node.attr.startswith("_"):
+            self.add(
+                "forbidden_attribute", f"attributes starting with '_' are not allowed: .{node.attr}", node
+            )
+        elif node.attr not in ALLOWED_ATTRIBUTES:
+            self.add(
+                "forbidden_attribute",
+                f".{node.attr} is not allowed; use the game API members or basic list/dict/set/str methods",
+                node,
+            )
+
+    def _check_handler(self, node: ast.ExceptHandler) -> None:
+        if node.type is None:
+            self.add(
+                "forbidden_node",
+                "bare 'except:' is not allowed; name the exception (e.g. except ValueError)",
+                node,
+            )
+            return
+        types_ = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+        for t in types_:
+            if not (isinstance(t, ast.Name) and t.id in ALLOWED_EXCEPTIONS):
+                self.add(
+                    "forbidden_node",
+                    f"except clauses may only name these exceptions: {', '.join(sorted(ALLOWED_EXCEPTIONS))}",
+                    t,
+                )
+
+    def _check_format_spec(self, node: ast.FormattedValue) -> None:
+        spec = node.format_spec
+        parts = spec.values if isinstance(spec, ast.JoinedStr) else [spec]
+        text = ""
+        for part in parts:
+            if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+                self.add("forbidden_node", "f-string format specs must be constant", node)
+                return
+            text += part.value
+        digits = "".join(c if c.isdigit() else " " for c in text).split()
+        if any(len(d) > 3 for d in digits):
+            self.add("forbidden_node", "f-string widths/precisions above 999 are not allowed", node)
+
+
+def _node_message(node: ast.AST) -> str:
+    messages = {
+        ast.Import: "imports are not allowed in macros; use the game API",
+        ast.ImportFrom: "imports are not allowed in macros; use the game API",
+        ast.ClassDef: "class definitions are not allowed in macros",
+        ast.Global: "'global' is not allowed in macros",
+        ast.Nonlocal: "'nonlocal' is not allowed in macros",
+        ast.With: "'with' is not allowed in macros",
+        ast.Starred: "'*' unpacking is not allowed in macros",
+    }
+    return messages.get(type(node), f"{type(node).__name__} is not allowed in macros")
+
+
+def _hook(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+    call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[])
+    return ast.copy_location(call, like)
+
+
+class _Instrumenter(ast.NodeTransformer):
+    """Rewrites validated code so that every costly operation passes a `Guard` hook."""
+
+    def _tick_stmt(self, like: ast.AST) -> ast.Expr:
+        return ast.copy_location(ast.Expr(_hook("_rt_tick", [], like)), like)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        self.generic_visit(node)
+        node.returns = None
+        for arg in (
+            *node.args.posonlyargs,
+            *node.args.args,
+            *node.args.kwonlyargs,
+            node.args.vararg,
+            node.args.kwarg,
+        ):
+            if arg is not None:
+                arg.annotation = None
+        guarded = ast.Try(
+            body=node.body, handlers=[], orelse=[], finalbody=[ast.Expr(_hook("_rt_exit", [], node))]
+        )
+        node.body = [ast.Expr(_hook("_rt_enter", [], node)), ast.copy_location(guarded, node)]
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        self.generic_visit(node)
+        # tick() returns None, so `tick() or body` evaluates to body after charging.
+        node.body = ast.copy_location(
+            ast.BoolOp(op=ast.Or(), values=[_hook("_rt_tick", [], node), node.body]), node
+        )
+        return node
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        self.generic_visit(node)
+        node.body.insert(0, self._tick_stmt(node))
+        return node
+
+    def visit_While(self, node: ast.While) -> ast.While:
+        self.generic_visit(node)
+        node.body.insert(0, self._tick_stmt(node))
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
+        self.generic_visit(node)
+        node.ifs.insert(0, ast.UnaryOp(op=ast.Not(), operand=_hook("_rt_tick", [], node.iter)))
+        return node
+
+    def _post(self, node: ast.expr) -> ast.Call:
+        return _hook("_rt_post", [node], node)
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.Call:
+        return self._post(self.generic_visit(node))
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.Call:
+        return self._post(self.generic_visit(node))
+
+    def visit_DictComp(self, node: ast.DictComp) -> ast.Call:
+        return self._post(self.generic_visit(node))
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.Call:
+        return self._post(self.generic_visit(node))
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.FormattedValue:
+        node.value = _hook("_rt_fmt", [self.visit(node.value)], node.value)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Slice):
+            return self._post(node)
+        return node
+
+    def visit_Tuple(self, node: ast.Tuple) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and node.elts:
+            return _hook("_rt_tuple", [node], node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        self.generic_visit(node)
+        node.args = [node.func, *node.args]
+        node.func = ast.copy_location(ast.Name(id="_rt_call", ctx=ast.Load()), node)
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.Call:
+        self.generic_visit(node)
+        op = ast.Constant(type(node.op).__name__)
+        return _hook("_rt_binop", [op, node.left, node.right], node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        self.generic_visit(node)
+        op = ast.Constant("i" + type(node.op).__name__)
+        target = node.target
+        if isinstance(target, ast.Name):
+            load = ast.copy_location(ast.Name(id=target.id, ctx=ast.Load()), target)
+            value = _hook("_rt_binop", [op, load, node.value], node)
+            return ast.copy_location(ast.Assign(targets=[target], value=value), node)
+        # obj[key] op= value: evaluate obj and key once, like Python does.
+        assert isinstance(target, ast.Subscript)
+
+        def name(ident: str, ctx: ast.expr_context) -> ast.Name:
+            return ast.copy_location(ast.Name(id=ident, ctx=ctx), node)
+
+        def item(ctx: ast.expr_context) -> ast.Subscript:
+            return ast.copy_location(
+                ast.Subscript(value=name("_rt_obj", ast.Load()), slice=name("_rt_key", ast.Load()), ctx=ctx),
+                node,
+            )
+
+        return [
+            ast.copy_location(ast.Assign(targets=[name("_rt_obj", ast.Store())], value=target.value), node),
+            ast.copy_location(ast.Assign(targets=[name("_rt_key", ast.Store())], value=target.slice), node),
+            ast.copy_location(
+                ast.Assign(
+                    targets=[item(ast.Store())],
+                    value=_hook("_rt_binop", [op, item(ast.Load()), node.value], node),
+                ),
+                node,
+            ),
+        ]
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        self.generic_visit(node)
+        if node.value is None:
+            return ast.copy_location(ast.Pass(), node)
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def check_macro(source: MacroSource, limits: MacroLimits | None = None) -> tuple[Diagnostic, ...]:
+    """Every reason ``source`` would be rejected (empty when it compiles)."""
+    limits = limits or MacroLimits()
+    code = source.code
+    if len(code) > limits.max_source_chars:
+        return (
+            make_diagnostic(
+                "too_long",
+                f"source has {len(code)} characters (limit {limits.max_source_chars})",
+                code,
+                None,
+                None,
+            ),
+        )
+    try:
+        tree = ast.parse(code, filename=f"<macro:{source.name}>")
+    except SyntaxError as exc:
+        return (_syntax_diagnostic(exc, code),)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return (
+            make_diagnostic("syntax", f"source cannot be parsed: {type(exc).__name__}", code, None, None),
+        )
+    return tuple(_Validator(code, source.name).run(tree))
+
+
+def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) -> CompiledMacro:
+    """Validate and instrument macro source; raises `MacroCompileError` listing every problem."""
+    if isinstance(source, str):
+        source = MacroSource.from_code(source)
+    limits = limits or MacroLimits()
+    problems = check_macro(source, limits)
+    if problems:
+        raise MacroCompileError(source.name, problems)
+    tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
+    tree = ast.fix_missing_locations(_Instrumenter().visit(tree))
+    code = compile(tree, f"<macro:{source.name}>", "exec")
+    return CompiledMacro(source, code, limits)

@@ -1,0 +1,330 @@
+"""Run compiled macros as options inside an env, and expose primitives + macros as one action space.
+
+`run_macro` executes one macro until it ends, fails or hits its step bound and returns the SMDP
+transition (discounted reward sum, primitive step count, last observation). `MacroActionWrapper` is the
+`gymnasium.Wrapper` the Sample Factory env workers use: it takes macro *source* (so it travels to worker
+processes as text), compiles it in its constructor and keeps per-macro statistics. No exception raised by
+macro code escapes: every failure becomes a `Diagnostic`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import crafter
+import gymnasium
+
+from rlgpt.macro.api import ACTION_NAMES, GameAPI
+from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.diagnostics import (
+    RUNTIME_FAILURE_KINDS,
+    Diagnostic,
+    describe_exception,
+    locate,
+    make_diagnostic,
+)
+from rlgpt.macro.sandbox import Guard, MacroAbort, MacroLimits
+
+_ACTION_INDEX = {name: i for i, name in enumerate(ACTION_NAMES)}
+_NOOP = _ACTION_INDEX["noop"]
+
+
+@dataclass(frozen=True)
+class MacroResult:
+    """The transition one macro invocation produced, as the policy sees it."""
+
+    obs: Any
+    """Observation after the last primitive step."""
+    reward: float
+    """Discounted reward sum ``sum_k gamma^k r_k`` over the primitive steps."""
+    terminated: bool
+    """The episode terminated during the macro."""
+    truncated: bool
+    """The episode was truncated (time limit) during the macro."""
+    info: dict[str, Any]
+    """Info dict of the last primitive step."""
+    steps: int
+    """Primitive steps taken (at least 1: a macro that acts not at all costs one ``noop``)."""
+    outcome: str
+    """``success`` (returned), ``episode_end`` (env ended first) or a failure kind."""
+    diagnostic: Diagnostic | None
+    """Why the macro failed, None unless ``outcome`` is a failure kind."""
+
+
+def find_crafter(env: gymnasium.Env) -> crafter.Env:
+    """The real `crafter.Env` behind a (wrapped) env: ``env.unwrapped.crafter`` or the env itself."""
+    base = env.unwrapped
+    game = getattr(base, "crafter", base)
+    if not isinstance(game, crafter.Env):
+        raise TypeError(
+            "macros need a Crafter env exposing .crafter (rlgpt.envs.crafter.CrafterEnv), "
+            f"got {type(base).__name__}"
+        )
+    return game
+
+
+def _exception_diagnostic(exc: BaseException, macro: CompiledMacro) -> Diagnostic:
+    if isinstance(exc, MacroAbort):
+        return exc.diagnostic
+    line = col = None
+    # A RuntimeError raised for a StopIteration leaking out of a generator points at the original.
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if cause is not None and line is None:
+            line, col = locate(cause.__traceback__, macro.filename)
+    if isinstance(exc, RecursionError):
+        kind = "recursion"
+    elif isinstance(exc, MemoryError):
+        kind = "memory"
+    elif isinstance(exc, TypeError) and "does not support item" in str(exc):
+        kind = "mutation"
+    else:
+        kind = "exception"
+    message = describe_exception(exc)
+    if kind == "mutation":
+        message += " (values from the game API are read-only copies; copy with dict()/list() to modify)"
+    return make_diagnostic(kind, message, macro.source.code, line, col)
+
+
+class _Session:
+    """One invocation: the generator plus its guard; every resume is exception-proof."""
+
+    def __init__(self, macro: CompiledMacro, game: GameAPI) -> None:
+        self.macro = macro
+        self.guard: Guard = macro.new_guard()
+        self.gen: Any = None
+        self.failure: Diagnostic | None = None
+        self.done = False
+        try:
+            self.gen = macro.start(game, self.guard)
+        except (Exception, MacroAbort) as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failure = self.guard.failure or _exception_diagnostic(exc, self.macro)
+        self.done = True
+
+    def next_action(self) -> int | None:
+        """The next primitive action index, or None once the macro ended (see ``failure``)."""
+        if self.done:
+            return None
+        self.guard.arm()
+        try:
+            action = self.gen.send(None)
+        except StopIteration:
+            self.done = True
+            self.failure = self.guard.failure
+            return None
+        except (Exception, MacroAbort) as exc:
+            self._failed(exc)
+            return None
+        if self.guard.failure is not None:
+            # The macro swallowed a guard abort (e.g. `finally: yield ...`) - it still failed.
+            self.failure = self.guard.failure
+            self.done = True
+            return None
+        if type(action) is str and action in _ACTION_INDEX:
+            return _ACTION_INDEX[action]
+        if type(action) is int and 0 <= action < len(ACTION_NAMES):
+            return action
+        shown = (
+            repr(action)[:60]
+            if isinstance(action, str | int | float | bool | type(None))
+            else type(action).__name__
+        )
+        self.failure = self._here(
+            "bad_action", f"yielded {shown}; yield one of the primitive action names in game.actions"
+        )
+        self.done = True
+        return None
+
+    def _here(self, kind: str, message: str) -> Diagnostic:
+        frame = getattr(self.gen, "gi_frame", None)
+        line = frame.f_lineno if frame is not None else None
+        return make_diagnostic(kind, message, self.macro.source.code, line, None)
+
+    def stop(self, kind: str | None, message: str = "") -> None:
+        """End early (step bound or episode end); ``finally`` blocks run under the guard."""
+        if kind is not None and self.failure is None:
+            self.failure = self._here(kind, message)
+        self.done = True
+        if self.gen is not None:
+            self.guard.arm()
+            try:
+                self.gen.close()
+            except (Exception, MacroAbort):
+                pass
+
+
+def run_macro(
+    env: gymnasium.Env,
+    macro: CompiledMacro,
+    game: GameAPI,
+    gamma: float,
+    max_steps: int,
+) -> MacroResult:
+    """Execute ``macro`` as an option on ``env`` (already reset) and return its SMDP transition."""
+    session = _Session(macro, game)
+    game.steps = 0
+    game.last_reward = 0.0
+    reward, discount, steps = 0.0, 1.0, 0
+    obs: Any = None
+    info: dict[str, Any] = {}
+    terminated = truncated = False
+    outcome = ""
+    while True:
+        if steps >= max_steps:
+            session.stop("max_steps", f"did not finish within {max_steps} primitive steps")
+            break
+        action = session.next_action()
+        if action is None:
+            break
+        obs, r, terminated, truncated, info = env.step(action)
+        steps += 1
+        reward += discount * float(r)
+        discount *= gamma
+        game.steps = steps
+        game.last_reward = float(r)
+        if terminated or truncated:
+            session.stop(None)
+            outcome = "episode_end" if session.failure is None else ""
+            break
+    if steps == 0:
+        # Every policy step must advance time, or a macro that acts not at all would stall the episode.
+        obs, r, terminated, truncated, info = env.step(_NOOP)
+        steps, reward = 1, float(r)
+    failure = session.failure
+    if not outcome:
+        outcome = failure.kind if failure is not None else "success"
+    return MacroResult(obs, reward, terminated, truncated, info, steps, outcome, failure)
+
+
+@dataclass
+class MacroStats:
+    """Counters for one macro."""
+
+    calls: int = 0
+    """Invocations."""
+    successes: int = 0
+    """Invocations that ended by returning."""
+    steps: int = 0
+    """Primitive steps over all invocations."""
+    failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUNTIME_FAILURE_KINDS, 0))
+    """Failure count per kind in `RUNTIME_FAILURE_KINDS`."""
+    interrupted: int = 0
+    """Invocations cut short because the episode ended."""
+
+    def record(self, result: MacroResult) -> None:
+        """Count one invocation."""
+        self.calls += 1
+        self.steps += result.steps
+        if result.outcome == "success":
+            self.successes += 1
+        elif result.outcome == "episode_end":
+            self.interrupted += 1
+        else:
+            self.failures[result.outcome] += 1
+
+    def flat(self, name: str) -> dict[str, float]:
+        """``macro/<name>/*`` entries for Sample Factory's ``episode_extra_stats``."""
+        prefix = f"macro/{name}/"
+        out = {
+            prefix + "calls": float(self.calls),
+            prefix + "successes": float(self.successes),
+            prefix + "mean_length": self.steps / self.calls if self.calls else 0.0,
+            prefix + "interrupted": float(self.interrupted),
+        }
+        out.update({f"{prefix}fail_{kind}": float(n) for kind, n in self.failures.items()})
+        return out
+
+
+class MacroActionWrapper(gymnasium.Wrapper):
+    """Action space = the env's primitives followed by compiled macros (one action each).
+
+    Choosing a macro runs it as an option (`run_macro`); ``info["macro_steps"]`` is the number of primitive
+    steps the action took (1 for a primitive), ``info["macro"]`` describes a macro invocation, and at
+    episode end ``info["episode_extra_stats"]`` holds the episode's ``macro/<name>/*`` statistics.
+    """
+
+    def __init__(
+        self,
+        env: gymnasium.Env,
+        macros: Sequence[MacroSource | str],
+        gamma: float = 0.99,
+        max_macro_steps: int = 32,
+        limits: MacroLimits | None = None,
+        seed: int | None = None,
+        keep_diagnostics: int = 32,
+    ) -> None:
+        super().__init__(env)
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        if max_macro_steps < 1:
+            raise ValueError(f"max_macro_steps must be >= 1, got {max_macro_steps}")
+        if not isinstance(env.action_space, gymnasium.spaces.Discrete):
+            raise TypeError(f"MacroActionWrapper needs a Discrete action space, got {env.action_space}")
+        self.compiled: tuple[CompiledMacro, ...] = tuple(compile_macro(m, limits) for m in macros)
+        names = [m.name for m in self.compiled]
+        if len(set(names)) != len(names):
+            raise ValueError(f"macro names must be unique, got {names}")
+        self.gamma = gamma
+        self.max_macro_steps = max_macro_steps
+        self.n_primitive = int(env.action_space.n)
+        self.action_space = gymnasium.spaces.Discrete(self.n_primitive + len(self.compiled))
+        self.game = GameAPI(find_crafter(env), random.Random(seed))
+        self.stats: dict[str, MacroStats] = {n: MacroStats() for n in names}
+        """Statistics over the wrapper's lifetime."""
+        self.episode_stats: dict[str, MacroStats] = {n: MacroStats() for n in names}
+        """Statistics of the current episode."""
+        self.diagnostics: deque[tuple[str, Diagnostic]] = deque(maxlen=keep_diagnostics)
+        """Most recent (macro name, failure) pairs, for the critic."""
+
+    @property
+    def action_names(self) -> tuple[str, ...]:
+        """Primitive action names followed by macro names."""
+        return ACTION_NAMES[: self.n_primitive] + tuple(m.name for m in self.compiled)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and the per-episode statistics."""
+        self.episode_stats = {n: MacroStats() for n in self.stats}
+        return self.env.reset(**kwargs)
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """A primitive step, or a whole macro invocation as one SMDP transition."""
+        index = int(action)
+        if not 0 <= index < self.action_space.n:
+            raise ValueError(f"action must be in [0, {self.action_space.n}), got {action}")
+        if index < self.n_primitive:
+            obs, reward, terminated, truncated, info = self.env.step(index)
+            info = dict(info)
+            info["macro_steps"] = 1
+        else:
+            macro = self.compiled[index - self.n_primitive]
+            result = run_macro(self.env, macro, self.game, self.gamma, self.max_macro_steps)
+            obs, reward, terminated, truncated = (
+                result.obs,
+                result.reward,
+                result.terminated,
+                result.truncated,
+            )
+            info = dict(result.info)
+            info["macro_steps"] = result.steps
+            info["macro"] = {
+                "name": macro.name,
+                "outcome": result.outcome,
+                "steps": result.steps,
+                "diagnostic": None if result.diagnostic is None else result.diagnostic.to_dict(),
+            }
+            self.stats[macro.name].record(result)
+            self.episode_stats[macro.name].record(result)
+            if result.diagnostic is not None:
+                self.diagnostics.append((macro.name, result.diagnostic))
+        if terminated or truncated:
+            extra = dict(info.get("episode_extra_stats", {}))
+            for name, stats in self.episode_stats.items():
+                extra.update(stats.flat(name))
+            info["episode_extra_stats"] = extra
+        return obs, reward, terminated, truncated, info

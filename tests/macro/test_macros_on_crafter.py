@@ -1,0 +1,148 @@
+"""Hand-written macros, written only against the public `GameAPI` (as an LLM would), on real Crafter."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.macro.compiler import MacroSource
+from rlgpt.macro.diagnostics import RUNTIME_FAILURE_KINDS, MacroCompileError
+from rlgpt.macro.runtime import MacroActionWrapper
+
+COLLECT_WOOD = '''
+def collect_wood(game):
+    """Walk to the nearest visible tree and hit it until one more wood is in the inventory."""
+    start = game.inventory["wood"]
+    while game.inventory["wood"] <= start:
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+'''
+
+PLACE_TABLE = '''
+def gather(game, amount):
+    while game.item("wood") < amount:
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+
+def place_table(game):
+    """Collect enough wood, then place a table on a free tile next to the player."""
+    yield from gather(game, 2)
+    for attempt in range(20):
+        if game.target_material in ("grass", "sand", "path") and game.target_object is None:
+            yield "place_table"
+            return
+        # Turning toward a blocked tile only changes facing; a free tile is walked onto.
+        yield game.random_move()
+'''
+
+
+def make_env(macros: list, seed: int = 0, length: int = 10000, **kwargs) -> MacroActionWrapper:
+    return MacroActionWrapper(CrafterEnv(seed=seed, length=length), macros, seed=seed, **kwargs)
+
+
+def test_collect_wood_reaches_a_tree_and_collects() -> None:
+    env = make_env([MacroSource("collect_wood", COLLECT_WOOD)], max_macro_steps=64)
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(len(ACTION_NAMES))
+    assert info["macro"]["outcome"] == "success"
+    assert info["inventory"]["wood"] == 1 and info["achievements"]["collect_wood"] == 1
+    assert 1 < info["macro_steps"] < 64 and reward > 0.5 and not (terminated or truncated)
+
+
+def test_place_table_when_wood_suffices() -> None:
+    env = make_env([MacroSource("place_table", PLACE_TABLE)], max_macro_steps=128)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(len(ACTION_NAMES))
+    assert info["macro"]["outcome"] == "success", info["macro"]
+    assert info["achievements"]["place_table"] == 1
+    world, player = env.unwrapped.crafter._world, env.unwrapped.crafter._player
+    facing = (int(player.pos[0] + player.facing[0]), int(player.pos[1] + player.facing[1]))
+    assert world[facing][0] == "table"
+
+
+def test_wrapper_action_space_and_primitives() -> None:
+    env = make_env([COLLECT_WOOD])
+    assert env.action_space == gymnasium.spaces.Discrete(len(ACTION_NAMES) + 1)
+    assert env.action_names[-1] == "collect_wood"
+    env.reset(seed=1)
+    _, _, _, _, info = env.step(0)
+    assert info["macro_steps"] == 1 and "macro" not in info
+    with pytest.raises(ValueError, match="action must be in"):
+        env.step(len(ACTION_NAMES) + 1)
+
+
+class _RewardLog(gymnasium.Wrapper):
+    """Records every primitive reward (to check the wrapper's discounting)."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.rewards: list[float] = []
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.rewards.append(out[1])
+        return out
+
+
+def test_macro_reward_is_discounted_sum() -> None:
+    log = _RewardLog(CrafterEnv(seed=0))
+    env = MacroActionWrapper(log, [COLLECT_WOOD], gamma=0.9, max_macro_steps=64, seed=0)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(len(ACTION_NAMES))
+    assert len(log.rewards) == info["macro_steps"]
+    assert reward == pytest.approx(sum(0.9**k * r for k, r in enumerate(log.rewards)))
+    assert log.rewards[-1] > 0.5 and reward < sum(log.rewards)
+
+
+def test_episode_extra_stats_at_episode_end() -> None:
+    bad = "def spin(game):\n    while True:\n        pass\n    yield 'noop'\n"
+    env = make_env([COLLECT_WOOD, bad], length=40, max_macro_steps=8)
+    env.reset(seed=0)
+    action_wood, action_bad = len(ACTION_NAMES), len(ACTION_NAMES) + 1
+    done, info, calls = False, {}, 0
+    while not done:
+        _, _, terminated, truncated, info = env.step(action_bad if calls % 2 else action_wood)
+        calls += 1
+        done = terminated or truncated
+    stats = info["episode_extra_stats"]
+    assert stats["macro/spin/calls"] == stats["macro/spin/fail_fuel"] == calls // 2
+    assert stats["macro/spin/successes"] == 0 and stats["macro/spin/mean_length"] == 1.0
+    assert stats["macro/collect_wood/calls"] == calls - calls // 2
+    for kind in RUNTIME_FAILURE_KINDS:
+        assert f"macro/collect_wood/fail_{kind}" in stats
+    assert env.diagnostics and env.diagnostics[-1][1].kind == "fuel"
+    env.reset(seed=0)
+    assert env.episode_stats["spin"].calls == 0 and env.stats["spin"].calls == calls // 2
+
+
+def test_macro_is_cut_at_the_episode_limit() -> None:
+    env = make_env(["def walk(game):\n    while True:\n        yield 'noop'\n"], length=5, max_macro_steps=64)
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step(len(ACTION_NAMES))
+    assert truncated and not terminated and info["macro_steps"] == 5
+    assert (
+        info["macro"]["outcome"] == "episode_end"
+        and info["episode_extra_stats"]["macro/walk/interrupted"] == 1
+    )
+
+
+def test_invalid_source_fails_in_constructor_with_diagnostics() -> None:
+    with pytest.raises(MacroCompileError, match="forbidden_name"):
+        make_env([MacroSource("evil", "def evil(game):\n    open('x')\n    yield 'noop'\n")])
+    with pytest.raises(ValueError, match="unique"):
+        make_env([COLLECT_WOOD, COLLECT_WOOD])
+    with pytest.raises(ValueError, match="gamma"):
+        make_env([COLLECT_WOOD], gamma=0.0)
