@@ -12,6 +12,7 @@ import tempfile
 import time
 
 import numpy as np
+
 from rlgpt.envs.envpool import make_envpool_env, parse_envpool_cfg, register_envpool_envs
 
 

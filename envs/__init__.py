@@ -1,1 +1,28 @@
+"""Environments: Crafter (`CrafterEnv`, symbolic or pixels) and Crafter tasks (`TaskEnv`, `make_task_env`)."""
 
+from .crafter import ACTION_NAMES, ID_NAMES, N_IDS, OBS_MODES, VECTOR_FIELDS, CrafterEnv
+from .tasks import (
+    ACHIEVEMENTS,
+    DEFAULT_EPISODE_LENGTH,
+    DenseReward,
+    TaskEnv,
+    TaskSpec,
+    make_task_env,
+    task_state,
+)
+
+__all__ = [
+    "ACHIEVEMENTS",
+    "ACTION_NAMES",
+    "DEFAULT_EPISODE_LENGTH",
+    "ID_NAMES",
+    "N_IDS",
+    "OBS_MODES",
+    "VECTOR_FIELDS",
+    "CrafterEnv",
+    "DenseReward",
+    "TaskEnv",
+    "TaskSpec",
+    "make_task_env",
+    "task_state",
+]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from rlgpt.envs.minedojo import (
     ACTION_NAMES,
     ACTIONS,

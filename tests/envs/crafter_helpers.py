@@ -1,0 +1,57 @@
+"""Shared helpers for the Crafter env tests (plain functions, no fixtures with global effects)."""
+
+from __future__ import annotations
+
+import crafter
+import numpy as np
+from crafter import constants
+
+from rlgpt.envs.crafter import CrafterEnv, in_world_order
+
+_DIRECTIONS: tuple[tuple[int, int], ...] = ((-1, 0), (1, 0), (0, -1), (0, 1))
+
+
+class PinnedCrafter(crafter.Env):
+    """The reference ``crafter.Env`` with its one address-dependent choice pinned to insertion order.
+
+    Stock crafter picks the creature to despawn from a set ordered by memory address, so two stock envs with
+    the same seed diverge; everything else (every random draw, render included) is crafter's own code.
+    """
+
+    def _balance_chunk(self, chunk: tuple[int, int, int, int], objs: set) -> None:
+        super()._balance_chunk(chunk, in_world_order(self._world, objs))
+
+
+def semantic_window(semantic: np.ndarray, pos: np.ndarray, width: int = 9, height: int = 7) -> np.ndarray:
+    """The (height, width) window of crafter's whole-map semantic array around ``pos``, 0 outside, row = y."""
+    out = np.zeros((height, width), np.uint8)
+    x0, y0 = int(pos[0]) - width // 2, int(pos[1]) - height // 2
+    for row in range(height):
+        for col in range(width):
+            x, y = x0 + col, y0 + row
+            if 0 <= x < semantic.shape[0] and 0 <= y < semantic.shape[1]:
+                out[row, col] = semantic[x, y]
+    return out
+
+
+def stand_facing(env: CrafterEnv, material: str) -> tuple[int, int]:
+    """Teleport the player onto a free walkable cell next to the nearest free ``material`` cell, facing it.
+
+    Uses crafter's own ``World.move``; returns the target cell. Raises LookupError if the world has none.
+    """
+    world, player = env.crafter._world, env.crafter._player
+    xs, ys = np.nonzero(world._mat_map == world._mat_ids[material])
+    order = np.argsort(np.abs(xs - player.pos[0]) + np.abs(ys - player.pos[1]))
+    for i in order:
+        target = (int(xs[i]), int(ys[i]))
+        if world[target][1] is not None:
+            continue
+        for dx, dy in _DIRECTIONS:
+            stand = (target[0] - dx, target[1] - dy)
+            mat, obj = world[stand]
+            if mat in constants.walkable and (obj is None or obj is player):
+                if obj is None:
+                    world.move(player, stand)
+                player.facing = (dx, dy)
+                return target
+    raise LookupError(f"no reachable {material} cell in this world")
