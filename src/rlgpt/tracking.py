@@ -90,6 +90,26 @@ class ProgressLine:
             self.stream.flush()
 
 
+class SummarySink:
+    """Appends namespaced scalars (e.g. an LLM client's cumulative ``llm/*`` metrics) to a run's TensorBoard
+    summaries, one point per call; pass it as ``LLMClient(metrics_sink=...)``."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(os.path.join(os.fspath(run_dir), ".summary", "0"))
+        self.step = 0
+
+    def __call__(self, scalars: dict[str, float]) -> None:
+        self.step += 1
+        for key, value in scalars.items():
+            self.writer.add_scalar(key, value, self.step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 def log_scalars(
     run_dir: str | os.PathLike, scalars: dict[str, float], step: int, wandb_run: dict[str, str] | None = None
 ) -> None:

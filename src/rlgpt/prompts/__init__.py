@@ -1,0 +1,100 @@
+"""Role prompt templates and the JSON schemas of their replies, loaded from package data.
+
+Each role has `<role>.system.md` and `<role>.user.md` (string.Template syntax, `$name` placeholders; `$$`
+is a literal dollar) and a reply schema `<schema>.schema.json`. `$schema` is filled in automatically with
+the role's schema so the model sees the shape even on servers that cannot enforce it.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+ROLES = ("planner", "slow", "fast", "critic")
+SCHEMA_FOR_ROLE = {"planner": "plan", "slow": "decomposition", "fast": "fast_reply", "critic": "feedback"}
+
+
+class PromptError(ValueError):
+    """A prompt template or schema is unknown, or a template is missing a value."""
+
+
+@dataclass(frozen=True)
+class RoleTemplate:
+    """The two message templates of one role."""
+
+    role: str
+    """Role name, one of ROLES."""
+    system: string.Template
+    """System message template."""
+    user: string.Template
+    """User message template."""
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """Placeholder names the caller must supply (everything but `schema`)."""
+        names = set(self.system.get_identifiers()) | set(self.user.get_identifiers())
+        return frozenset(names - {"schema"})
+
+
+def _read(name: str) -> str:
+    try:
+        return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PromptError(f"prompt file {name!r} is missing from package rlgpt.prompts") from None
+
+
+@cache
+def _load_schema_text(name: str) -> str:
+    return _read(f"{name}.schema.json")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """Return a fresh copy of the JSON schema `name` (e.g. "decomposition")."""
+    if name not in SCHEMA_FOR_ROLE.values():
+        raise PromptError(f"unknown schema {name!r}; known: {sorted(SCHEMA_FOR_ROLE.values())}")
+    return json.loads(_load_schema_text(name))
+
+
+def schema_for_role(role: str) -> dict[str, Any]:
+    """Return the JSON schema of `role`'s reply."""
+    _check_role(role)
+    return load_schema(SCHEMA_FOR_ROLE[role])
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise PromptError(f"unknown role {role!r}; known roles: {ROLES}")
+
+
+@cache
+def load_template(role: str) -> RoleTemplate:
+    """Return the system and user templates of `role`."""
+    _check_role(role)
+    return RoleTemplate(
+        role, string.Template(_read(f"{role}.system.md")), string.Template(_read(f"{role}.user.md"))
+    )
+
+
+def render(role: str, **values: str) -> list[dict[str, str]]:
+    """Fill `role`'s templates and return the chat messages [system, user].
+
+    Raises:
+        PromptError: a placeholder has no value, or a value is given that no placeholder uses.
+    """
+    template = load_template(role)
+    missing = sorted(template.fields - set(values))
+    unused = sorted(set(values) - template.fields)
+    if missing or unused:
+        raise PromptError(
+            f"role {role!r} template needs values {sorted(template.fields)}; "
+            f"missing {missing}, unexpected {unused}"
+        )
+    filled = {**values, "schema": json.dumps(schema_for_role(role), indent=1)}
+    return [
+        {"role": "system", "content": template.system.substitute(filled).strip()},
+        {"role": "user", "content": template.user.substitute(filled).strip()},
+    ]

@@ -1,0 +1,185 @@
+"""LLMClient: the one interface the agents use, over any Backend (embedded llama.cpp or HTTP).
+
+It adds what every backend needs: the on-disk response cache (replayable, offline), structured replies
+(JSON parsed and validated against the role's schema on our side, re-asking the model with the validation
+error up to N times), and per-role accounting of tokens and latency exposed as `llm/*` metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from rlgpt.llm.cache import ResponseCache, request_key
+from rlgpt.llm.errors import CacheMissError, ConfigError, SchemaValidationError
+from rlgpt.llm.types import Backend, Completion, Message, SamplingParams
+
+MetricsSink = Callable[[dict[str, float]], None]
+"""Receives the cumulative `llm/*` metrics after every call (e.g. a tracking logger)."""
+
+
+@dataclass
+class RoleUsage:
+    """Cumulative accounting for one role (planner, slow, fast, critic, ...)."""
+
+    calls: int = 0
+    """Model calls made (cache hits excluded)."""
+    prompt_tokens: int = 0
+    """Prompt tokens over all model calls."""
+    completion_tokens: int = 0
+    """Completion tokens over all model calls."""
+    latency_s: float = 0.0
+    """Wall-clock seconds spent waiting for the model."""
+
+
+def _check_messages(messages: list[Message]) -> None:
+    if not messages:
+        raise ConfigError("messages is empty; pass at least one {'role': ..., 'content': ...} message")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or set(m) != {"role", "content"} or not isinstance(m["content"], str):
+            raise ConfigError(f"message {i} must be {{'role': str, 'content': str}}, got {m!r}")
+        if m["role"] not in ("system", "user", "assistant"):
+            raise ConfigError(f"message {i} has role {m['role']!r}; use system, user or assistant")
+
+
+def validation_error(data: Any, schema: dict[str, Any]) -> str | None:
+    """Return a one-line description of the most relevant schema violation, or None if `data` is valid."""
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "<root>"
+    return f"at {where}: {error.message}"
+
+
+class LLMClient:
+    """Cached, accounted, schema-checked chat completions over one backend."""
+
+    def __init__(
+        self,
+        backend: Backend | None,
+        *,
+        cache: ResponseCache | None = None,
+        replay_only: bool = False,
+        model_id: str | None = None,
+        schema_retries: int = 2,
+        default_sampling: SamplingParams | None = None,
+        metrics_sink: MetricsSink | None = None,
+    ) -> None:
+        """Create a client.
+
+        Args:
+            backend: the model; may be None only with `replay_only`.
+            cache: where completions are stored and looked up; None disables caching.
+            replay_only: never call the model; a cache miss raises CacheMissError.
+            model_id: cache identity of the model; defaults to `backend.model_id`.
+            schema_retries: how many times a reply failing its schema is re-asked before giving up.
+            default_sampling: sampling used when a call passes none.
+            metrics_sink: called with the cumulative metrics after each call.
+        """
+        if backend is None and not replay_only:
+            raise ConfigError("LLMClient needs a backend unless replay_only=True")
+        if replay_only and cache is None:
+            raise ConfigError("replay_only=True needs a cache to replay from")
+        if schema_retries < 0:
+            raise ConfigError(f"schema_retries must be >= 0, got {schema_retries}")
+        resolved_id = model_id or (backend.model_id if backend is not None else None)
+        if not resolved_id:
+            raise ConfigError(
+                "replay_only without a backend needs model_id (the id the cache was recorded with)"
+            )
+        self.backend = backend
+        self.cache = cache
+        self.replay_only = replay_only
+        self.model_id: str = resolved_id
+        self.schema_retries = schema_retries
+        self.default_sampling = default_sampling or SamplingParams()
+        self.metrics_sink = metrics_sink
+        self.usage: dict[str, RoleUsage] = {}
+        self.cache_hits = 0
+
+    def chat(self, role: str, messages: list[Message], *, schema: dict[str, Any] | None = None,
+             sampling: SamplingParams | None = None) -> Completion:
+        """Return one completion for `messages`, from the cache when possible, accounted under `role`."""
+        _check_messages(messages)
+        sampling = sampling or self.default_sampling
+        key = request_key(self.model_id, messages, schema, sampling.to_dict())
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.cache_hits += 1
+                self._emit()
+                return cached
+        if self.replay_only or self.backend is None:
+            raise CacheMissError(
+                f"replay-only: no cached response for role {role!r} (key {key[:12]}) in "
+                f"{self.cache.root if self.cache else '<no cache>'}; rerun with a live backend to record it"
+            )
+        start = time.perf_counter()
+        completion = self.backend.complete(messages, schema, sampling)
+        elapsed = time.perf_counter() - start
+        usage = self.usage.setdefault(role, RoleUsage())
+        usage.calls += 1
+        usage.prompt_tokens += completion.prompt_tokens
+        usage.completion_tokens += completion.completion_tokens
+        usage.latency_s += elapsed
+        if self.cache is not None:
+            self.cache.put(key, completion, {"model": self.model_id, "role": role, "messages": messages,
+                                             "schema": schema, "sampling": sampling.to_dict()})
+        self._emit()
+        return completion
+
+    def structured(self, role: str, messages: list[Message], schema: dict[str, Any], *,
+                   sampling: SamplingParams | None = None) -> dict[str, Any]:
+        """Return the model's reply as JSON valid under `schema`, re-asking with the error on failure.
+
+        Raises:
+            SchemaValidationError: every attempt produced invalid JSON or JSON failing the schema.
+        """
+        conversation = list(messages)
+        errors: list[str] = []
+        for _ in range(self.schema_retries + 1):
+            completion = self.chat(role, conversation, schema=schema, sampling=sampling)
+            try:
+                data = json.loads(completion.text)
+            except ValueError as exc:
+                cut = " (the reply was cut off at max_tokens; answer more briefly)" \
+                    if completion.finish_reason == "length" else ""
+                problem = f"reply is not valid JSON: {exc}{cut}"
+            else:
+                found = validation_error(data, schema)
+                if found is None:
+                    return data
+                problem = f"reply does not match the JSON schema {found}"
+            errors.append(problem)
+            # Re-ask with the model's own reply and what was wrong with it, the usual repair prompt.
+            conversation = [
+                *conversation,
+                {"role": "assistant", "content": completion.text},
+                {"role": "user", "content": f"Your {problem}. Reply again with only a JSON object that "
+                                            f"satisfies the schema."},
+            ]
+        raise SchemaValidationError(
+            f"role {role!r}: no schema-valid reply after {len(errors)} attempts; last error: {errors[-1]}",
+            errors,
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Return the cumulative `llm/<role>/<counter>` metrics and `llm/cache_hits`."""
+        out: dict[str, float] = {"llm/cache_hits": float(self.cache_hits)}
+        for role, u in sorted(self.usage.items()):
+            out[f"llm/{role}/prompt_tokens"] = float(u.prompt_tokens)
+            out[f"llm/{role}/completion_tokens"] = float(u.completion_tokens)
+            out[f"llm/{role}/latency_s"] = u.latency_s
+            out[f"llm/{role}/calls"] = float(u.calls)
+        return out
+
+    def _emit(self) -> None:
+        if self.metrics_sink is not None:
+            self.metrics_sink(self.metrics())
+

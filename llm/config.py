@@ -1,0 +1,125 @@
+"""LLMConfig: every knob of the LLM layer in one place, and `build_client` that turns it into an LLMClient."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from rlgpt.llm.cache import ResponseCache
+from rlgpt.llm.client import LLMClient, MetricsSink
+from rlgpt.llm.errors import ConfigError
+from rlgpt.llm.http import DIALECTS
+from rlgpt.llm.model_store import DEFAULT_MODEL
+from rlgpt.llm.types import Backend, SamplingParams
+
+BACKENDS = ("embedded", "http")
+
+
+@dataclass
+class LLMConfig:
+    """How to reach the model and how to decode."""
+
+    backend: str = "embedded"
+    """"embedded" (llama.cpp in-process, CPU) or "http" (an OpenAI-compatible server such as vLLM)."""
+    model: str = DEFAULT_MODEL
+    """Embedded: a known model name or a .gguf path. HTTP: the served model name ("" = the server's first)."""
+    base_url: str = "http://127.0.0.1:8000/v1"
+    """HTTP backend: API root."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """HTTP backend: environment variable holding the API key (unset = no key)."""
+    dialect: str = "auto"
+    """HTTP backend: structured-output dialect, one of auto, json_schema, structured_outputs, json_object."""
+    model_dir: str | None = None
+    """Embedded: where assembled models are cached (None = $RLGPT_MODEL_DIR or the XDG cache)."""
+    n_ctx: int = 4096
+    """Embedded: context window in tokens."""
+    threads: int | None = None
+    """Embedded: CPU threads (None = all cores)."""
+    timeout_s: float = 300.0
+    """HTTP: per-request timeout in seconds."""
+    max_retries: int = 3
+    """HTTP: retries on connection errors and 408/429/5xx, with exponential backoff."""
+    backoff_s: float = 0.5
+    """HTTP: first retry delay in seconds (doubles per retry)."""
+    schema_retries: int = 2
+    """Times a reply failing its JSON schema is re-asked with the validation error."""
+    cache_dir: str | None = None
+    """Response cache directory (None = no cache)."""
+    replay_only: bool = False
+    """Serve only from the cache; a miss is an error (offline replay of a recorded run)."""
+    temperature: float = 0.0
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_tokens: int = 1024
+    """Completion token limit per call."""
+    seed: int = 0
+    """Sampling seed."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"llm.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.dialect not in DIALECTS:
+            raise ConfigError(f"llm.dialect must be one of {DIALECTS}, got {self.dialect!r}")
+        if self.max_tokens < 1:
+            raise ConfigError(f"llm.max_tokens must be >= 1, got {self.max_tokens}")
+        if self.replay_only and not self.cache_dir:
+            raise ConfigError("llm.replay_only needs llm.cache_dir (the cache to replay from)")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LLMConfig:
+        """Build from a mapping (e.g. a YAML section), rejecting unknown keys by name."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown llm config keys {unknown}; known keys: {sorted(known)}")
+        return cls(**data)
+
+    @property
+    def sampling(self) -> SamplingParams:
+        """The default sampling parameters for calls."""
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                              seed=self.seed)
+
+
+def build_backend(config: LLMConfig) -> Backend:
+    """Create the backend `config` describes (loading the embedded model, if that is the backend)."""
+    if config.backend == "http":
+        from rlgpt.llm.http import OpenAIHTTPBackend
+
+        return OpenAIHTTPBackend(config.base_url, model=config.model or None,
+                                 api_key=os.environ.get(config.api_key_env) or None, dialect=config.dialect,
+                                 timeout_s=config.timeout_s, max_retries=config.max_retries,
+                                 backoff_s=config.backoff_s)
+    from rlgpt.llm.embedded import EmbeddedBackend
+    from rlgpt.llm.model_store import resolve_model_path
+
+    path = resolve_model_path(config.model, Path(config.model_dir) if config.model_dir else None)
+    return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads)
+
+
+def build_client(config: LLMConfig, *, metrics_sink: MetricsSink | None = None,
+                 backend: Backend | None = None) -> LLMClient:
+    """Create the LLMClient `config` describes; pass `backend` to share one loaded model between clients."""
+    cache = ResponseCache(config.cache_dir) if config.cache_dir else None
+    if config.replay_only:
+        model_id = backend.model_id if backend is not None else _replay_model_id(config)
+        return LLMClient(backend, cache=cache, replay_only=True, model_id=model_id,
+                         schema_retries=config.schema_retries, default_sampling=config.sampling,
+                         metrics_sink=metrics_sink)
+    return LLMClient(backend or build_backend(config), cache=cache, schema_retries=config.schema_retries,
+                     default_sampling=config.sampling, metrics_sink=metrics_sink)
+
+
+def _replay_model_id(config: LLMConfig) -> str:
+    # Must equal the id the live backend used when recording, without loading or contacting it.
+    if config.backend == "http":
+        if not config.model:
+            raise ConfigError("replay_only with the http backend needs llm.model (the served model name)")
+        return f"http:{config.model}"
+    from rlgpt.llm.model_store import MODELS
+
+    filename = MODELS[config.model].filename if config.model in MODELS else Path(config.model).name
+    return f"embedded:{filename}"

@@ -1,0 +1,107 @@
+"""Embedded backend: a GGUF model run in-process by llama-cpp-python on the CPU."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ContextOverflowError
+from rlgpt.llm.types import Completion, Message, SamplingParams
+
+# llama.cpp's OpenMP workers busy-wait between ops by default; on a shared 2-core box that steals the CPU
+# from env workers and other processes. It must be set before the OpenMP runtime loads (first llama import).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+_OVERFLOW_MARKERS = ("exceed context window", "context window")
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise BackendUnavailableError(
+            "the embedded LLM needs llama-cpp-python; run `pip install 'rlgpt[llm]'`"
+        ) from None
+    return llama_cpp
+
+
+class EmbeddedBackend:
+    """A llama.cpp model loaded once; structured output via a grammar compiled from the JSON schema."""
+
+    def __init__(self, model_path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_batch: int = 512, model_id: str | None = None, verbose: bool = False) -> None:
+        """Load the model.
+
+        Args:
+            model_path: a GGUF file (see model_store.resolve_model_path).
+            n_ctx: context window in tokens (prompt + completion).
+            n_threads: CPU threads for generation and prompt processing; None = all cores.
+            n_batch: prompt tokens processed per batch.
+            model_id: cache identity; defaults to "embedded:<file name>".
+            verbose: let llama.cpp print its load and timing logs.
+        """
+        path = Path(model_path)
+        if not path.is_file():
+            raise ConfigError(f"model file {path} does not exist")
+        if n_ctx < 64:
+            raise ConfigError(f"n_ctx must be >= 64 tokens, got {n_ctx}")
+        threads = n_threads or os.cpu_count() or 1
+        if threads < 1:
+            raise ConfigError(f"n_threads must be >= 1, got {n_threads}")
+        llama_cpp = _import_llama()
+        self.path = path
+        self.n_ctx = n_ctx
+        self.n_threads = threads
+        self._model_id = model_id or f"embedded:{path.name}"
+        self._llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
+                                      n_threads_batch=threads, n_batch=n_batch, verbose=verbose)
+        # One llama context cannot decode two requests at once.
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """Stable identity of the loaded weights (for cache keys)."""
+        return self._model_id
+
+    @property
+    def llama(self) -> Any:
+        """The underlying llama_cpp.Llama (for benchmarks and low-level use; not thread-safe)."""
+        return self._llama
+
+    def count_tokens(self, text: str) -> int:
+        """Return how many tokens `text` takes with this model's tokenizer."""
+        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                 sampling: SamplingParams) -> Completion:
+        """Generate one reply; with `schema`, constrained by llama.cpp's JSON-schema grammar."""
+        response_format = {"type": "json_object", "schema": schema} if schema is not None else None
+        with self._lock:
+            try:
+                out = self._llama.create_chat_completion(
+                    messages=messages, response_format=response_format, temperature=sampling.temperature,
+                    top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=sampling.seed,
+                )
+            except ValueError as exc:
+                if any(marker in str(exc) for marker in _OVERFLOW_MARKERS):
+                    raise ContextOverflowError(
+                        f"prompt does not fit the {self.n_ctx}-token context of {self.path.name} ({exc}); "
+                        f"shorten the prompt or raise n_ctx"
+                    ) from None
+                raise
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return Completion(
+            text=choice["message"]["content"] or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            finish_reason=str(choice.get("finish_reason") or "stop"),
+            model=self._model_id,
+        )
+
+    def close(self) -> None:
+        """Free the model's memory now rather than at garbage collection (waits for a running call)."""
+        with self._lock:
+            self._llama.close()

@@ -1,0 +1,156 @@
+"""HTTP backend against a real llama.cpp server (json_object dialect) and a vLLM-shaped front
+(json_schema / structured_outputs dialects) backed by the real model; every failure mode's error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlgpt.llm import (
+    ContextOverflowError,
+    HTTPStatusError,
+    LLMClient,
+    NonJSONResponseError,
+    SamplingParams,
+    SchemaValidationError,
+    ServerUnavailableError,
+)
+from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.serve import ManagedServer, free_port
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"resource": {"type": "string", "enum": ["wood", "stone", "water"]},
+                   "count": {"type": "integer"}},
+    "required": ["resource", "count"],
+    "additionalProperties": False,
+}
+MESSAGES = [{"role": "user", "content": "Trees give which resource? Answer as JSON with a count of 3."}]
+SAMPLING = SamplingParams(max_tokens=40)
+
+
+def _check(data: dict) -> None:
+    assert data["resource"] in ("wood", "stone", "water") and isinstance(data["count"], int)
+
+
+# -- real llama.cpp server ---------------------------------------------------------------------------------
+
+def test_llama_server_json_object_dialect(llama_server: ManagedServer) -> None:
+    backend = OpenAIHTTPBackend(llama_server.base_url)
+    assert backend.dialect == "json_object"
+    assert backend.model == "qwen-0.5b"
+    client = LLMClient(backend, default_sampling=SAMPLING)
+    _check(client.structured("slow", MESSAGES, SCHEMA))
+    assert client.metrics()["llm/slow/prompt_tokens"] > 10
+
+
+def test_llama_server_rejects_vllm_dialect_with_hint(llama_server: ManagedServer) -> None:
+    backend = OpenAIHTTPBackend(llama_server.base_url, dialect="json_schema", max_retries=0)
+    hint = "(?s)HTTP 500: .*response_format.*dialect='json_object'"
+    with pytest.raises(HTTPStatusError, match=hint) as info:
+        backend.complete(MESSAGES, SCHEMA, SAMPLING)
+    assert info.value.status == 500
+
+
+def test_llama_server_context_overflow(llama_server: ManagedServer) -> None:
+    backend = OpenAIHTTPBackend(llama_server.base_url, max_retries=0)
+    with pytest.raises(ContextOverflowError, match="exceed the model's context"):
+        backend.complete([{"role": "user", "content": "wood stone " * 1500}], None, SAMPLING)
+
+
+# -- vLLM-shaped front ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dialect", ["auto", "structured_outputs"])
+def test_vllm_dialects(front, dialect: str) -> None:
+    backend = OpenAIHTTPBackend(front.base_url, dialect=dialect)
+    assert backend.dialect == ("json_schema" if dialect == "auto" else dialect)
+    _check(LLMClient(backend, default_sampling=SAMPLING).structured("fast", MESSAGES, SCHEMA))
+    sent = front.requests[-1]
+    if dialect == "auto":
+        assert sent["response_format"]["json_schema"]["schema"] == SCHEMA
+    else:
+        assert sent["structured_outputs"] == {"json": SCHEMA}
+
+
+def test_vllm_rejects_llama_dialect(front) -> None:
+    backend = OpenAIHTTPBackend(front.base_url, dialect="json_object", max_retries=0)
+    with pytest.raises(HTTPStatusError, match="HTTP 400: response_format json_object takes no schema"):
+        backend.complete(MESSAGES, SCHEMA, SAMPLING)
+
+
+def test_schema_failure_reasks_with_the_validation_error(front) -> None:
+    content = '{"resource": "gold", "count": 1}'
+    wrong = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
+    front.script.append((200, json.dumps(wrong).encode()))
+    client = LLMClient(OpenAIHTTPBackend(front.base_url), default_sampling=SAMPLING, schema_retries=2)
+    _check(client.structured("critic", MESSAGES, SCHEMA))
+    assert len(front.requests) == 2
+    repair = front.requests[1]["messages"][-1]["content"]
+    assert "does not match the JSON schema at resource: 'gold' is not one of" in repair
+    assert client.metrics()["llm/critic/calls"] == 2
+
+
+def test_schema_failure_gives_up_after_n_reasks(front) -> None:
+    for content in ('{"resource": "wood"}', "not json at all", '{"resource": "wood", "count": "3"}'):
+        body = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}], "usage": {}}
+        front.script.append((200, json.dumps(body).encode()))
+    client = LLMClient(OpenAIHTTPBackend(front.base_url), default_sampling=SAMPLING, schema_retries=2)
+    with pytest.raises(SchemaValidationError, match="no schema-valid reply after 3 attempts") as info:
+        client.structured("critic", MESSAGES, SCHEMA)
+    assert "'count' is a required property" in info.value.errors[0]
+    assert "not valid JSON" in info.value.errors[1]
+    assert "'3' is not of type 'integer'" in info.value.errors[2]
+
+
+def test_server_down() -> None:
+    backend = OpenAIHTTPBackend(f"http://127.0.0.1:{free_port()}/v1", model="m", dialect="json_schema",
+                                max_retries=2, backoff_s=0.01)
+    with pytest.raises(ServerUnavailableError, match="cannot reach the LLM server .* after 3 attempts"):
+        backend.complete(MESSAGES, None, SAMPLING)
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds(front) -> None:
+    front.script += [(503, b'{"error": {"message": "busy"}}'), (502, b"bad gateway")]
+    backend = OpenAIHTTPBackend(front.base_url, max_retries=3, backoff_s=0.01)
+    _check(LLMClient(backend, default_sampling=SAMPLING).structured("slow", MESSAGES, SCHEMA))
+    assert len(front.requests) == 3
+
+
+def test_persistent_5xx_and_4xx_errors(front) -> None:
+    front.script += [(500, b'{"error": {"message": "boom"}}')] * 2
+    backend = OpenAIHTTPBackend(front.base_url, max_retries=1, backoff_s=0.01)
+    with pytest.raises(HTTPStatusError, match="HTTP 500 on all 2 attempts") as info:
+        backend.complete(MESSAGES, SCHEMA, SAMPLING)
+    assert info.value.status == 500
+    front.requests.clear()
+    front.script.append((401, b'{"error": {"message": "bad key"}}'))
+    with pytest.raises(HTTPStatusError, match="HTTP 401: bad key; check the API key"):
+        backend.complete(MESSAGES, SCHEMA, SAMPLING)
+    assert len(front.requests) == 1  # a 4xx is not retried
+
+
+def test_non_json_body(front) -> None:
+    front.script.append((200, b"<html>proxy login</html>"))
+    backend = OpenAIHTTPBackend(front.base_url, max_retries=0)
+    with pytest.raises(NonJSONResponseError, match="non-JSON body .*proxy login"):
+        backend.complete(MESSAGES, SCHEMA, SAMPLING)
+
+
+def test_vllm_context_overflow_message(front) -> None:
+    message = ("This model's maximum context length is 2048 tokens. However, you requested 4000 tokens "
+               "(3960 in the messages, 40 in the completion).")
+    front.script.append((400, json.dumps({"object": "error", "message": message, "code": 400}).encode()))
+    with pytest.raises(ContextOverflowError, match="maximum context length is 2048"):
+        OpenAIHTTPBackend(front.base_url, max_retries=0).complete(MESSAGES, SCHEMA, SAMPLING)
+
+
+def test_timeout_counts_as_unavailable(front) -> None:
+    front.delay_s = 1.0
+    # The late replies are scripted so the abandoned requests do not keep the model busy.
+    front.script += [(503, b'{"error": {"message": "late"}}')] * 2
+    backend = OpenAIHTTPBackend(front.base_url, model="m", dialect="json_schema", timeout_s=0.2,
+                                max_retries=1, backoff_s=0.01)
+    with pytest.raises(ServerUnavailableError, match="after 2 attempts"):
+        backend.complete(MESSAGES, None, SAMPLING)

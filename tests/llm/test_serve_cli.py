@@ -1,0 +1,136 @@
+"""`rlgpt llm serve` and `rlgpt llm fetch` as a user runs them: a real llama.cpp server on 127.0.0.1, and
+the exact reason `--vllm` cannot start where vLLM or a GPU is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.serve import free_port, vllm_command, wait_until_ready
+from rlgpt.llm.types import SamplingParams
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", **extra)
+
+
+def _rlgpt(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlgpt.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env or _env(),
+        timeout=120,
+    )
+
+
+def test_serve_runs_the_llama_server_until_terminated(small_model_path: Path, tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rlgpt.cli",
+                "llm",
+                "serve",
+                "--model",
+                str(small_model_path),
+                "--port",
+                str(port),
+                "--n-ctx",
+                "512",
+                "--threads",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+        )
+    try:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        wait_until_ready(base_url, timeout_s=120, process=proc, log_path=log)
+        backend = OpenAIHTTPBackend(base_url, max_retries=0)
+        assert backend.model == small_model_path.stem
+        assert backend.dialect == "json_object"
+        reply = backend.complete(
+            [{"role": "user", "content": "Say yes."}], None, SamplingParams(max_tokens=2)
+        )
+        assert 1 <= reply.completion_tokens <= 2
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=30)
+    # The launcher became the server (exec), so terminating it leaves no server behind on the port.
+    assert code is not None
+    assert "serving on http://127.0.0.1:" in log.read_text()
+
+
+def test_serve_refuses_a_missing_model_file(tmp_path: Path) -> None:
+    proc = _rlgpt("llm", "serve", "--model", str(tmp_path / "nope.gguf"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"rlgpt: error: model file {tmp_path / 'nope.gguf'} does not exist"
+    ]
+
+
+def _fake_tool(bin_dir: Path, name: str, script: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("has_vllm", "nvidia_smi", "reason"),
+    [
+        (False, None, "vllm is not installed"),
+        (True, None, "no NVIDIA driver found (nvidia-smi is not on PATH)"),
+        (True, "echo 'No devices were found' >&2; exit 6", "nvidia-smi lists no GPU (No devices were found)"),
+    ],
+)
+def test_serve_vllm_says_exactly_why_it_cannot_start(
+    tmp_path: Path, has_vllm: bool, nvidia_smi: str | None, reason: str
+) -> None:
+    """vLLM and GPUs are the boundary this box lacks: a stand-in `vllm` package/executable and `nvidia-smi`
+    on PATH reach each branch of the real check."""
+    bin_dir, site = tmp_path / "bin", tmp_path / "site"
+    bin_dir.mkdir()
+    site.mkdir()
+    if has_vllm:
+        (site / "vllm").mkdir()
+        (site / "vllm" / "__init__.py").write_text("")
+        _fake_tool(bin_dir, "vllm", "exit 0")
+    if nvidia_smi is not None:
+        _fake_tool(bin_dir, "nvidia-smi", nvidia_smi)
+    env = _env(PATH=f"{bin_dir}:/usr/bin:/bin", PYTHONPATH=str(site))
+    proc = _rlgpt("llm", "serve", "--vllm", env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlgpt: error: cannot launch vLLM: "), proc.stderr
+    assert reason in lines[0]
+
+
+def test_vllm_command_uses_xgrammar(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    for version, flag in (("0.10.1", "--guided-decoding-backend"), ("0.11.2", "--structured-outputs-config")):
+        monkeypatch.setattr(importlib.metadata, "version", lambda _name, v=version: v)
+        cmd = vllm_command(
+            "Qwen/Qwen2.5-Coder-1.5B-Instruct", port=8123, extra_args=["--max-model-len", "4096"]
+        )
+        assert cmd[:3] == ["vllm", "serve", "Qwen/Qwen2.5-Coder-1.5B-Instruct"]
+        assert cmd[cmd.index(flag) + 1] in ("xgrammar", '{"backend": "xgrammar"}')
+        assert cmd[-2:] == ["--max-model-len", "4096"] and "127.0.0.1" in cmd
+
+
+def test_fetch_prints_the_verified_model_path(small_model_path: Path) -> None:
+    proc = _rlgpt(
+        "llm", "fetch", "--model", "qwen2.5-coder-0.5b", "--model-dir", str(small_model_path.parent)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(small_model_path)
