@@ -3,8 +3,9 @@
 Usage: ``OMP_NUM_THREADS=1 python bench/env_throughput.py [--steps N] [--seed S] [--results FILE.md]``
 
 Each variant takes the same random actions (the variants take turns in blocks of 250 steps) and resets
-when an episode ends; steps/s counts reset time too (world generation is crafter's Python code and costs
-the same in all variants), and a second column leaves resets out to show the per-step cost alone. With
+when an episode ends; steps/s counts reset time too, a second column leaves resets out to show the
+per-step cost alone, and a third gives the mean cost of a reset (crafter's Python world generator in the
+reference, the compiled one of `rlgpt.envs.worldgen` in `CrafterEnv`; both build the same worlds). With
 ``--results`` the table replaces the "## Env throughput" section of that markdown file (other sections are
 kept).
 """
@@ -53,6 +54,11 @@ class Measurement:
     def steps_per_s_no_reset(self) -> float:
         """Steps per second with reset time left out."""
         return self.steps / (self.seconds - self.reset_seconds)
+
+    @property
+    def ms_per_reset(self) -> float:
+        """Mean wall-clock milliseconds of one reset."""
+        return 1000 * self.reset_seconds / max(self.resets, 1)
 
 
 class _Runner:
@@ -118,18 +124,20 @@ def table(results: list[Measurement], steps: int, seed: int) -> str:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
         f"at the end, Python {platform.python_version()}, one process.",
         "",
-        "| variant | steps | resets | steps/s (with resets) | steps/s (resets excluded) |",
-        "|---|---:|---:|---:|---:|",
+        "| variant | steps | resets | steps/s (with resets) | steps/s (resets excluded) | ms per reset |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| {r.name} | {r.steps} | {r.resets} | {r.steps_per_s:.0f} | {r.steps_per_s_no_reset:.0f} |"
+            f"| {r.name} | {r.steps} | {r.resets} | {r.steps_per_s:.0f} | {r.steps_per_s_no_reset:.0f} "
+            f"| {r.ms_per_reset:.1f} |"
         )
     sym = results[1]
     lines += [
         "",
         f"symbolic / reference: {sym.steps_per_s / ref.steps_per_s:.2f}x with resets, "
-        f"{sym.steps_per_s_no_reset / ref.steps_per_s_no_reset:.2f}x resets excluded.",
+        f"{sym.steps_per_s_no_reset / ref.steps_per_s_no_reset:.2f}x resets excluded, "
+        f"{ref.ms_per_reset / sym.ms_per_reset:.2f}x faster resets.",
         "",
     ]
     return "\n".join(lines)

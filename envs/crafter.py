@@ -3,7 +3,8 @@
 `crafter.Env.step` renders the pixel observation (about three quarters of a step) and builds the semantic
 map of the whole world for ``info["semantic"]`` on every step. `CrafterEnv` keeps a real `crafter.Env` as
 ``self.crafter`` and re-implements only the step/reset glue so that, in symbolic mode, neither runs; the game
-logic itself (objects, chunk balancing, daylight, achievements, health reward) is crafter's own code.
+logic itself (objects, chunk balancing, daylight, achievements, health reward) is crafter's own code. World
+generation, which dominates a reset, is crafter's generator compiled (`rlgpt.envs.worldgen`): same worlds.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 import crafter
 import gymnasium
 import numpy as np
-from crafter import constants, objects, worldgen
+from crafter import constants, objects
+
+from .worldgen import generate_world
 
 ACTION_NAMES: tuple[str, ...] = tuple(constants.actions)
 """Crafter's 17 primitive actions; index = action id."""
@@ -166,7 +169,7 @@ class CrafterEnv(gymnasium.Env):
         game._last_health = game._player.health
         game._world.add(game._player)
         game._unlocked = set()
-        worldgen.generate_world(game._world, game._player)
+        generate_world(game._world, game._player)
         obs = self._observe()
         return obs, self._info(dead=False)
 
