@@ -101,6 +101,9 @@ class TrainConfig:
     """Macro-actions (compiled LLM- or hand-written code) beside the primitive actions."""
     save_every_sec: int = 30
     """Checkpoint period; a killed run loses at most this much training."""
+    summaries_every_sec: int = 5
+    """Period of the ``train/``, ``rollout/`` and ``macro/`` scalars (TensorBoard, W&B, metrics.csv); the
+    end of training always writes a last point."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
     wandb: bool = False
@@ -222,6 +225,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
+        (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
     ]
     for ok, message in checks:

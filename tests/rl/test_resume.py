@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -41,30 +42,45 @@ def checkpoints(run_dir: Path) -> list[str]:
     return sorted(glob.glob(str(run_dir / "checkpoint_p0" / "checkpoint_*.pth")))
 
 
-def test_sigkill_then_same_command_resumes(tmp_path):
-    run_dir = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
-    first = subprocess.Popen(
-        command(run_dir),
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+def start_and_wait_for_a_checkpoint(run_dir: Path, env: dict[str, str]) -> subprocess.Popen:
+    """Start a training run and return once it has a checkpoint and two metrics rows."""
+    proc = subprocess.Popen(
+        command(run_dir), env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     deadline = time.time() + 240
     try:
         while time.time() < deadline:
             metrics = run_dir / "metrics.csv"
             if checkpoints(run_dir) and metrics.exists() and len(read_metrics(metrics)) >= 2:
-                break
-            assert first.poll() is None, "training ended before it could be killed"
+                return proc
+            assert proc.poll() is None, "training ended before it could be killed"
             time.sleep(0.5)
-        else:
-            pytest.fail("no checkpoint and metrics within 240 s")
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
+        pytest.fail("no checkpoint and metrics within 240 s")
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def assert_no_process_left(workers: list[psutil.Process]) -> None:
+    """Every Sample Factory child of a stopped trainer exits on its own, within seconds."""
+    assert workers, "the trainer had no worker processes"
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    for proc in alive:
+        proc.kill()
+    assert not alive, f"orphaned workers kept running: {[p.pid for p in alive]}"
+
+
+def test_sigkill_then_same_command_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
+    first = start_and_wait_for_a_checkpoint(run_dir, env)
+    workers = psutil.Process(first.pid).children(recursive=True)
+    # Only the trainer is killed, as `kill -9 PID` would: its workers must not outlive it.
+    first.kill()
+    first.wait()
     assert first.returncode == -signal.SIGKILL
+    assert_no_process_left(workers)
 
     rows_before = read_metrics(run_dir / "metrics.csv")
     saved = torch.load(checkpoints(run_dir)[-1], weights_only=False)["env_steps"]
@@ -89,3 +105,16 @@ def test_sigkill_then_same_command_resumes(tmp_path):
     offline_runs = sorted((run_dir / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 2, offline_runs
     assert len({p.name.rsplit("-", 1)[-1] for p in offline_runs}) == 1
+
+
+def test_sigterm_stops_the_run_cleanly(tmp_path):
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
+    proc = start_and_wait_for_a_checkpoint(run_dir, env)
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr.decode()[-2000:]
+    assert "interrupted; re-run the same command to resume" in stderr.decode()
+    assert_no_process_left(workers)
+    assert read_metrics(run_dir / "metrics.csv") and checkpoints(run_dir)

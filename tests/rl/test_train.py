@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.slow
 def trained_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
     cfg = load_config(builtin_config_path("smoke.yaml"), [f"run_dir={run_dir}", "steps=8000"])
-    result = train(cfg)
+    # SF starts tracking its best policy after 100k steps by default; from then on every checkpoint holds
+    # the numpy scalar that torch's safe loader refuses. Start at once so this short run gets there too.
+    result = train(cfg, extra_sf_argv=["--save_best_after=0", "--save_best_every_sec=1"])
     return cfg, result
 
 
@@ -42,6 +45,8 @@ def test_checkpoint_loads_with_the_safe_unpickler(trained_run):
     ckpt = load_checkpoint(latest_checkpoint(result.run_dir))
     assert ckpt["env_steps"] > 0
     assert any(k.startswith("encoder.") for k in ckpt["model"])
+    assert isinstance(ckpt["best_performance"], np.floating), "SF's best-policy tracking did not run"
+    assert load_checkpoint(latest_checkpoint(result.run_dir, kind="best"))["env_steps"] > 0
 
 
 def test_without_the_allow_list_torch_refuses_the_checkpoint(trained_run):

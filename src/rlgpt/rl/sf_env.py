@@ -8,7 +8,11 @@ in the worker, which is also what installs the checkpoint allow-list there.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import signal
+import sys
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -34,6 +38,31 @@ def apply_console_level() -> None:
 
 
 apply_console_level()
+
+
+def die_with_parent() -> None:
+    """In a Sample Factory child process, ask Linux to SIGKILL it when the trainer process dies.
+
+    Without this, a trainer killed with SIGKILL (or any signal it does not handle) leaves its rollout,
+    inference and learner processes running as orphans that keep burning the CPU. Only processes started
+    with multiprocessing's spawn method (Sample Factory's) are affected; a no-op in the trainer itself and
+    on platforms without ``prctl``.
+    """
+    # While a spawned child unpickles its target (and so imports this module), parent_process() is not set
+    # yet and sys.argv is already the parent's; the interpreter's own command line still tells.
+    if "--multiprocessing-fork" not in sys.orig_argv or not sys.platform.startswith("linux"):
+        return
+    trainer = os.getppid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != trainer:  # the trainer died before the request took effect
+        os._exit(1)
+
+
+# Every SF child process imports this module (it unpickles the env factory from the global context).
+die_with_parent()
+# SF 2.1.1's learner logs `float(loss)` of tensors that require grad; torch warns about it on every run.
+warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
 _SEED_STRIDE = 1_000_003
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,8 +75,8 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--rlgpt_episode_length={cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length}",
         f"--save_every_sec={cfg.save_every_sec}",
         "--keep_checkpoints=2",
-        "--experiment_summaries_interval=5",
-        "--flush_summaries_interval=5",
+        f"--experiment_summaries_interval={cfg.summaries_every_sec}",
+        f"--flush_summaries_interval={cfg.summaries_every_sec}",
         "--stats_avg=32",
         "--heartbeat_interval=60",
         "--heartbeat_reporting_interval=600",
@@ -185,16 +186,29 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
     progress = ProgressLine(cfg.steps)
     observer = _make_observer(metrics, progress)
     t0 = time.time()
+    # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
+    # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
         status = runner.init()
         if status == 0:
             status = runner.run()
+            # SF writes summaries periodically but not when training ends; the last point is written here.
+            if observer.logged_steps != observer._steps(runner):
+                runner._report_experiment_summaries()
+                for writer in runner.writers.values():
+                    writer.flush()
         steps = observer._steps(runner)
         success = observer._mean(runner, "rollout/success")
         progress.update(steps, observer.fps, success, force=True)
     finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
     return TrainResult(run_dir, int(status), steps, time.time() - t0, success)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
