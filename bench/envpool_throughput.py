@@ -76,7 +76,9 @@ def main() -> None:
     args = parser.parse_args()
     raw = raw_env_fps(args.env, args.envpool_num_envs, args.raw_steps)
     print(f"raw envpool {args.env} ({args.envpool_num_envs} envs): {raw:,.0f} env steps/s")
-    print(f"SF APPO training on envpool_{args.env}: {train_fps(args):,.0f} env steps/s (incl. start-up)")
+    trained = train_fps(args)
+    print(f"SF APPO training on envpool_{args.env}: {trained:,.0f} env steps/s (incl. start-up)")
+    print(f"ratio (training / raw stepping): {trained / raw:.3f}")
 
 
 if __name__ == "__main__":
