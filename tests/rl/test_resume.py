@@ -16,6 +16,7 @@ from rlgpt.config import builtin_config_path
 from rlgpt.tracking import read_metrics
 
 pytestmark = pytest.mark.slow
+ENV = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
 
 
 def command(run_dir: Path) -> list[str]:
@@ -42,17 +43,17 @@ def checkpoints(run_dir: Path) -> list[str]:
     return sorted(glob.glob(str(run_dir / "checkpoint_p0" / "checkpoint_*.pth")))
 
 
-def start_and_wait_for_a_checkpoint(run_dir: Path, env: dict[str, str]) -> subprocess.Popen:
-    """Start a training run and return once it has a checkpoint and two metrics rows."""
+def start_and_wait_for_a_checkpoint(run_dir: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """Start a training run; once it has a checkpoint and two metrics rows, return it and its workers."""
     proc = subprocess.Popen(
-        command(run_dir), env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command(run_dir), env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     deadline = time.time() + 240
     try:
         while time.time() < deadline:
             metrics = run_dir / "metrics.csv"
             if checkpoints(run_dir) and metrics.exists() and len(read_metrics(metrics)) >= 2:
-                return proc
+                return proc, psutil.Process(proc.pid).children(recursive=True)
             assert proc.poll() is None, "training ended before it could be killed"
             time.sleep(0.5)
         pytest.fail("no checkpoint and metrics within 240 s")
@@ -73,9 +74,7 @@ def assert_no_process_left(workers: list[psutil.Process]) -> None:
 
 def test_sigkill_then_same_command_resumes(tmp_path):
     run_dir = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
-    first = start_and_wait_for_a_checkpoint(run_dir, env)
-    workers = psutil.Process(first.pid).children(recursive=True)
+    first, workers = start_and_wait_for_a_checkpoint(run_dir)
     # Only the trainer is killed, as `kill -9 PID` would: its workers must not outlive it.
     first.kill()
     first.wait()
@@ -86,7 +85,7 @@ def test_sigkill_then_same_command_resumes(tmp_path):
     saved = torch.load(checkpoints(run_dir)[-1], weights_only=False)["env_steps"]
     assert saved > 0
 
-    second = subprocess.run(command(run_dir), env=env, capture_output=True, text=True, timeout=600)
+    second = subprocess.run(command(run_dir), env=ENV, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
 
     log = (run_dir / "sf_log.txt").read_text()
@@ -109,9 +108,7 @@ def test_sigkill_then_same_command_resumes(tmp_path):
 
 def test_sigterm_stops_the_run_cleanly(tmp_path):
     run_dir = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
-    proc = start_and_wait_for_a_checkpoint(run_dir, env)
-    workers = psutil.Process(proc.pid).children(recursive=True)
+    proc, workers = start_and_wait_for_a_checkpoint(run_dir)
     proc.terminate()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr.decode()[-2000:]
