@@ -61,9 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
         alias = args.model if args.model in MODELS else path.stem
         command = serve.llama_server_command(path, host=args.host, port=args.port, n_ctx=args.n_ctx,
                                              n_threads=args.threads, model_alias=alias)
-    env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     print(f"serving on http://{args.host}:{args.port}/v1 : {' '.join(command)}", file=sys.stderr, flush=True)
     # The server replaces this process, so Ctrl-C, SIGTERM and a supervisor's kill reach it directly and
     # no orphaned server can outlive its launcher.
-    os.execvpe(command[0], command, env)
+    os.execvpe(command[0], command, serve.server_env())

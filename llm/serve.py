@@ -69,6 +69,16 @@ def vllm_command(model: str, *, host: str = "127.0.0.1", port: int = 8000,
     return ["vllm", "serve", model, "--host", host, "--port", str(port), *backend_flag, *(extra_args or [])]
 
 
+def server_env(threads: int | None = None) -> dict[str, str]:
+    """The environment of a server process: ours, with llama.cpp's OpenMP threads made to sleep when idle
+    (on a small shared box they otherwise spin) and, when given, the OpenMP thread count."""
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
 def wait_until_ready(base_url: str, *, timeout_s: float = 120.0,
                      process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None) -> None:
     """Poll GET {base_url}/models until it answers 200; fail early if `process` exits."""
@@ -115,10 +125,7 @@ class ManagedServer:
 
     def start(self) -> ManagedServer:
         """Start the process and block until it serves requests."""
-        env = dict(os.environ)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        if self.threads:
-            env["OMP_NUM_THREADS"] = str(self.threads)
+        env = server_env(self.threads)
         if self.log_path is not None:
             # The child keeps its own copy of the descriptor; ours can close right away.
             with open(self.log_path, "wb") as log:
