@@ -16,6 +16,7 @@ that share sub-containers, a sort, a membership test on a list) is charged, befo
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 import sys
@@ -47,7 +48,7 @@ class MacroLimits:
     C without a clock check, and this bounds the longest of them (100,000 comparisons of 10,000-character
     strings take ~0.1 s)."""
     max_int_bits: int = 4096
-    """Largest integer (in bits) a multiplication, power or shift may produce."""
+    """Largest integer (in bits) arithmetic, ``int()`` or a call may produce."""
     max_tuple_depth: int = 100
     """Deepest tuple-in-tuple nesting a tuple display may create."""
     max_seconds: float = 1.0
@@ -287,6 +288,9 @@ class Guard:
                 self.fail("memory", f"built a str of {size} characters (limit {self.limits.max_str_chars})")
             if size >= 64:
                 self.charge(size >> 6)
+        elif kind is int:
+            if value.bit_length() > self.limits.max_int_bits:  # int() of a long digit string
+                self._check_bits(value.bit_length())
         elif isinstance(value, _SIZED):
             size = len(value)
             if size > self.limits.max_items:
@@ -464,12 +468,15 @@ class Guard:
         base = op[1:] if op[0] == "i" else op
         if base == "Mult":
             self._check_mult(left, right)
-        elif base == "Add":
+        elif base in ("Add", "Sub"):
             if isinstance(left, _SIZED) and isinstance(right, _SIZED):
                 self._check_size(len(left) + len(right), left)
+            elif type(left) in (int, bool) and type(right) in (int, bool):
+                # x + x doubles: bounding every int keeps each arithmetic step (and sum()) cheap.
+                self._check_bits(max(left.bit_length(), right.bit_length()) + 1)
         elif base == "Pow":
             if type(left) in (int, bool) and type(right) in (int, bool) and right > 0 and abs(left) > 1:
-                self._check_bits(right * abs(left).bit_length())
+                self._check_bits(int(right * math.log2(abs(left))) + 1)
         elif base == "LShift":
             if type(left) in (int, bool) and type(right) in (int, bool) and left:
                 self._check_bits(abs(left).bit_length() + right)
