@@ -346,3 +346,44 @@ RUNTIME_CORPUS += [
         None,
     ),
 ]
+
+# The most expensive single operations the limits still allow (outcome success): what bounds the overrun
+# of a macro step past max_seconds (bench/macro_containment.py reports their wall clock).
+MAX_FUEL = MacroLimits(fuel=50_000)
+RUNTIME_CORPUS += [
+    (
+        "budget_compare_rows",
+        m(TWIN_ROWS + "a = [m1] * 3000\nb = [m2] * 3000\nx = a == b"),
+        "success",
+        MAX_FUEL,
+    ),
+    (
+        "budget_membership_strings",
+        m("s = 'a' * 9999\nl = [s] * 19800\nb = s[:-1] + 'b'\nx = b in l"),
+        "success",
+        MAX_FUEL,
+    ),
+    (
+        "budget_sort_strings",
+        m("s = 'a' * 9999\nl = [s[:-1] + 'b', s[:-1] + 'c'] * 850\nx = sorted(l)"),
+        "success",
+        MAX_FUEL,
+    ),
+    ("budget_hash_tuple", m("t = (tuple(range(1000)),) * 3000\nd = {t: 1}"), "success", MAX_FUEL),
+    ("budget_set_of_tuples", m("s = set(zip(range(99999), range(99999)))"), "success", MAX_FUEL),
+]
+RUNTIME_CORPUS += [
+    # The heaviest operations in a loop, with a short max_seconds: how far past it a step can run.
+    (
+        "overrun_hash_walk",
+        m("l = list(zip(range(99999), range(99999)))\nwhile True:\n    x = set(l)"),
+        "timeout",
+        MacroLimits(fuel=50_000, max_seconds=0.05),
+    ),
+    (
+        "overrun_compare",
+        m(TWIN_ROWS + "a = [m1] * 300\nb = [m2] * 300\nwhile True:\n    x = a == b"),
+        "timeout",
+        MacroLimits(fuel=50_000, max_seconds=0.02),
+    ),
+]

@@ -59,8 +59,10 @@ def _in_child(env: CrafterEnv, source: str, limits: MacroLimits | None) -> tuple
 
 @pytest.fixture(scope="module")
 def forking_env() -> CrafterEnv:
-    """A Crafter env built once in the parent; every child inherits it through fork."""
-    return CrafterEnv(seed=0)
+    """A Crafter env built and reset once in the parent; every child inherits it warm through fork."""
+    env = CrafterEnv(seed=0)
+    env.reset(seed=0)
+    return env
 
 
 def test_every_corpus_program_in_its_own_child(forking_env: CrafterEnv) -> None:
@@ -161,7 +163,20 @@ def test_memory_error_in_macro_code_is_a_memory_failure() -> None:
         "#" * 10**6,
         "",
     ],
-    ids=["int", "none", "bytes", "list", "parens", "unary", "binop", "lists", "null", "surrogate", "huge", "empty"],
+    ids=[
+        "int",
+        "none",
+        "bytes",
+        "list",
+        "parens",
+        "unary",
+        "binop",
+        "lists",
+        "null",
+        "surrogate",
+        "huge",
+        "empty",
+    ],
 )
 def test_compile_any_input_gives_compile_error(code: object) -> None:
     with pytest.raises(MacroCompileError) as info:

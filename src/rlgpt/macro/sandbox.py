@@ -22,8 +22,10 @@ import re
 import sys
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain, compress
 from typing import Any, NoReturn
 
 from rlgpt.macro.diagnostics import Diagnostic, describe_value, frame_position, source_line
@@ -412,8 +414,8 @@ class Guard:
 
         A container reached several times (``[row] * 1000``) counts each time, since comparing or hashing
         visits it each time; a cycle counts as unbounded. The walk itself is bounded: it charges 1 fuel per
-        distinct container it expands and stops as soon as the weight is known to exceed ``budget``
-        (returning ``budget + 1``).
+        distinct container it expands (plus 1 per 64 children) and stops as soon as the weight is known to
+        exceed ``budget`` (returning ``budget + 1``).
         """
         kind = type(value)
         if kind is str:
@@ -427,10 +429,13 @@ class Guard:
         path: set[int] = set()  # ids of the containers being expanded (a child among them is a cycle)
         alive: list[Any] = []  # keeps walked objects alive, so ids stay unique during the walk
         work = 0
-        stack: list[list[Any]] = [[value, None, None]]
+        # Frames: [container, its elements, {id: child container}, Counter of child ids, extra weight]. The
+        # per-element work is C-level iteration (map/compress/Counter/chain); Python loops only over distinct
+        # child containers, and not even those when all of them are small tuples of numbers (positions).
+        stack: list[list[Any]] = [[value, None, None, None, 0]]
         while stack:
             frame = stack[-1]
-            node, items, kids = frame
+            node, items, kids, counts, extra = frame
             if items is None:
                 if id(node) in memo:
                     stack.pop()
@@ -441,21 +446,34 @@ class Guard:
                 work += len(items)
                 if work > budget:
                     return over
+                kids, counts = {}, Counter()
                 kinds = set(map(type, items))
-                kids = [] if kinds.isdisjoint(_WALKED) else [i for i in items if type(i) in _WALKED]
-                frame[1], frame[2] = items, kids
+                if kinds == {tuple} and max(map(len, items)) < 8:
+                    # Only small tuples (a list or set of positions): no per-child work unless they nest.
+                    elements = set(map(type, chain.from_iterable(items)))
+                    if _ATOMS.issuperset(elements):
+                        extra = sum(map(len, items))
+                        kinds = set()
+                if not _WALKED.isdisjoint(kinds):
+                    children = list(compress(items, map(_WALKED.__contains__, map(type, items))))
+                    kids = dict(zip(map(id, children), children, strict=True))
+                    counts = Counter(map(id, children))
+                    self.charge(len(kids) >> 6)
+                frame[1:] = items, kids, counts, extra
                 path.add(id(node))
-                for kid in kids:
-                    if id(kid) in path:
+                for n, (ident, kid) in enumerate(kids.items()):
+                    if ident in path:
                         return over
-                    if id(kid) not in memo:
-                        stack.append([kid, None, None])
+                    if not n & 4095:
+                        self.charge(0)  # a clock check now and then
+                    if ident not in memo:
+                        stack.append([kid, None, None, None, 0])
                 continue
-            total = 1 + len(items)
+            total = 1 + len(items) + extra
             if str in set(map(type, items)):
                 total += sum(len(i) for i in items if type(i) is str) >> 6
-            for kid in kids:
-                total += memo[id(kid)] - 1
+            for ident, count in counts.items():
+                total += count * (memo[ident] - 1)
             if total > budget:
                 return over
             memo[id(node)] = total
