@@ -70,7 +70,9 @@ def main() -> None:
         rows.append((worst, name, kind, (limits or MacroLimits()).max_seconds))
     total = len(corpus.COMPILE_CORPUS) + len(corpus.RUNTIME_CORPUS)
     print(f"corpus: {total} programs; rejected at compile time: {rejected}/{len(corpus.COMPILE_CORPUS)}; ")
-    print(f"contained at run time: {len(corpus.RUNTIME_CORPUS)} (outcomes over {args.repeat} runs: {outcomes})")
+    print(
+        f"contained at run time: {len(corpus.RUNTIME_CORPUS)} (outcomes over {args.repeat} runs: {outcomes})"
+    )
     rows.sort(reverse=True)
     print("slowest macro steps (one resume of the macro's code):")
     for worst, name, kind, limit in rows[:8]:

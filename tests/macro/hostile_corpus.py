@@ -299,7 +299,8 @@ RUNTIME_CORPUS += [
     (
         "unbound_dict_update",
         m(
-            "d = {}\nfor i in range(20):\n    dict.update(d, zip(range(i * 99999, (i + 1) * 99999), range(99999)))"
+            "d = {}\nfor i in range(20):\n"
+            "    dict.update(d, zip(range(i * 99999, (i + 1) * 99999), range(99999)))"
         ),
         "memory",
         None,
@@ -378,12 +379,12 @@ RUNTIME_CORPUS += [
         "overrun_hash_walk",
         m("l = list(zip(range(99999), range(99999)))\nwhile True:\n    x = set(l)"),
         "timeout",
-        MacroLimits(fuel=50_000, max_seconds=0.05),
+        MacroLimits(fuel=50_000, max_seconds=0.01),
     ),
     (
         "overrun_compare",
         m(TWIN_ROWS + "a = [m1] * 300\nb = [m2] * 300\nwhile True:\n    x = a == b"),
         "timeout",
-        MacroLimits(fuel=50_000, max_seconds=0.02),
+        MacroLimits(fuel=50_000, max_seconds=0.002),
     ),
 ]

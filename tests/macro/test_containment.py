@@ -21,25 +21,28 @@ from rlgpt.macro.sandbox import Guard, MacroAbort, MacroLimits
 
 CHILD_SECONDS = 60.0
 """Wall-clock limit per child; a contained program needs ~1 s at most (its limits' max_seconds)."""
+MAX_GROWTH = 512 << 20
+"""Most resident memory one corpus program may add (the largest legal values take ~50 MiB)."""
 
 
 def _child(conn, env: CrafterEnv, source: str, limits: MacroLimits | None) -> None:
     """Compile ``source`` and, when it compiles, run it with `run_macro` and `MacroActionWrapper.step`."""
     # Backstop against a regression that allocates without bound: fail this child, not the machine.
     with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    resource.setrlimit(resource.RLIMIT_AS, (mapped + (3 << 30), resource.RLIM_INFINITY))
+        mapped, resident = (int(n) * os.sysconf("SC_PAGE_SIZE") for n in f.read().split()[:2])
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + (2 << 30), resource.RLIM_INFINITY))
     try:
         macro = compile_macro(MacroSource("m", source), limits)
     except MacroCompileError as exc:
-        conn.send(("compile", sorted({d.kind for d in exc.diagnostics}), None))
+        conn.send(("compile", sorted({d.kind for d in exc.diagnostics}), None, 0))
         return
     env.reset(seed=0)
     result = run_macro(env, macro, GameAPI(find_crafter(env), random.Random(0)), gamma=0.99, max_steps=16)
     wrapper = MacroActionWrapper(env, [MacroSource("m", source)], max_macro_steps=16, limits=limits, seed=0)
     wrapper.reset(seed=0)
     _, _, _, _, info = wrapper.step(wrapper.n_primitive)
-    conn.send(("run", result.outcome, info["macro"]["outcome"]))
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident
+    conn.send(("run", result.outcome, info["macro"]["outcome"], grown))
 
 
 def _in_child(env: CrafterEnv, source: str, limits: MacroLimits | None) -> tuple:
@@ -70,13 +73,14 @@ def test_every_corpus_program_in_its_own_child(forking_env: CrafterEnv) -> None:
     `MacroActionWrapper.step`; the child exits normally, in time, with the expected outcome."""
     mismatches = []
     for name, source, kind in COMPILE_CORPUS:
-        phase, kinds, _ = _in_child(forking_env, source, None)
+        phase, kinds, _, _ = _in_child(forking_env, source, None)
         if phase != "compile" or kind not in kinds:
             mismatches.append((name, phase, kinds))
     for name, source, kind, limits in RUNTIME_CORPUS:
-        phase, outcome, wrapped = _in_child(forking_env, source, limits)
-        if (phase, outcome, wrapped) != ("run", kind, kind):
-            mismatches.append((name, phase, outcome, wrapped))
+        phase, outcome, wrapped, grown = _in_child(forking_env, source, limits)
+        # Size limits hold before allocation: no program gets anywhere near the 2 GiB backstop.
+        if (phase, outcome, wrapped) != ("run", kind, kind) or grown > MAX_GROWTH:
+            mismatches.append((name, phase, outcome, wrapped, grown >> 20))
     assert not mismatches
     assert len(COMPILE_CORPUS) + len(RUNTIME_CORPUS) >= 150  # the parent survived all of them
 

@@ -7,14 +7,13 @@ import builtins
 import os
 
 import pytest
+from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, m
 
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, GameAPI
 from rlgpt.macro.compiler import MacroSource, check_macro, compile_macro
 from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.sandbox import MacroLimits
-
-from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, m
 
 
 @pytest.mark.parametrize(

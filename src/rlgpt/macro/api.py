@@ -386,8 +386,10 @@ def api_reference() -> str:
     lines += [
         f"Builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}.",
         f"Methods on lists/dicts/sets/strings: {', '.join(sorted(SAFE_METHODS))}.",
-        "Not allowed: imports, names/attributes starting with '_', classes, global/nonlocal, with,"
-        " bare except, lambdas except as call arguments (key=...), * and ** unpacking.",
-        "Loops, calls and allocations cost fuel; a macro that runs out of fuel or steps fails.",
+        "Not allowed: imports, names/attributes starting with '_' (a bare `_` loop variable is fine),"
+        " classes, global/nonlocal, with, bare except, lambdas except as call arguments (key=...),"
+        " * and ** unpacking.",
+        "Loops, calls, comparisons and allocations cost fuel; a macro that runs out of fuel, time or"
+        " steps fails.",
     ]
     return "\n".join(lines)

@@ -1,10 +1,13 @@
 """Compile LLM-written macro source into a sandboxed generator: parse -> validate -> instrument -> compile.
 
 Validation is an allow-list over the AST: only the node types, builtin names and attribute names listed
-here pass; everything else (imports, ``_`` names and attributes, ``getattr``/``eval``/``open``..., classes,
-``global``/``nonlocal``, ``with``, bare ``except``, escaping lambdas, attribute writes, ``*``/``**``
-unpacking, computed f-string format specs) is rejected with one `Diagnostic` per violation. Instrumentation
-then routes loops, calls, operators and allocations through the `Guard` hooks (see `sandbox`).
+here pass; everything else (imports, ``_``-prefixed names and attributes (the bare ``_`` is an ordinary
+local), ``getattr``/``eval``/``open``..., classes, ``global``/``nonlocal``, ``with``, bare ``except``,
+escaping lambdas, attribute writes, slice stores other than ``x[a:b] = value``, ``*``/``**`` unpacking,
+computed f-string format specs) is rejected with one `Diagnostic` per violation. Instrumentation then
+routes statements, loops, calls, comparisons, subscript keys, operators, f-strings and allocations through
+the `Guard` hooks (see `sandbox`). Any input, of any size or nesting, yields a `CompiledMacro` or a
+`MacroCompileError`.
 """
 
 from __future__ import annotations
