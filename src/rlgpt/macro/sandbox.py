@@ -92,6 +92,10 @@ _WALKED = frozenset(
     {list, tuple, set, frozenset, *_MAPPINGS, type({}.keys()), type({}.values()), type({}.items())}
 )
 """Container types a deep comparison or hash descends into (what `Guard.weight` walks)."""
+_HASHED = frozenset({*_MAPPINGS, set, frozenset, range, type({}.keys()), type({}.items())})
+"""Containers whose ``in`` is a hash lookup (range: arithmetic)."""
+_SEQUENCES = frozenset({list, tuple, type({}.values())})
+"""Containers whose ``in`` compares against every element."""
 _METHODS = (types.BuiltinMethodType, types.MethodDescriptorType)
 """Bound (``a.extend``) and unbound (``list.extend``) methods of builtin types."""
 _GROWING = frozenset({"extend", "update", "union"})
@@ -209,6 +213,7 @@ class Guard:
         self.fuel_used = 0
         self.depth = 0
         self.failure: Diagnostic | None = None
+        self._units = 0  # element work below one fuel unit, carried over (see `spend`)
         self._deadline = time.perf_counter() + limits.max_seconds
 
     # ------------------------------------------------------------------ bookkeeping
@@ -240,6 +245,13 @@ class Guard:
             )
         if time.perf_counter() > self._deadline:
             self._timeout()
+
+    def spend(self, units: int) -> None:
+        """Charge ``units`` of element work (comparisons, hashes): 1 fuel per 64, remainders carried over."""
+        units += self._units
+        self._units = units & 63
+        if units >= 64:
+            self.charge(units >> 6)
 
     def _timeout(self) -> NoReturn:
         self.fail(
@@ -312,19 +324,25 @@ class Guard:
             receiver, rest = func.__self__, args  # a bound method: a.extend(b)
         elif kind is types.MethodDescriptorType and args:
             receiver, rest = args[0], args[1:]  # an unbound method: list.extend(a, b)
+        method = func.__name__ if receiver is not None else None
         if receiver is not None:
-            self._charge_method(func.__name__, receiver, rest)
+            self._charge_method(method, receiver, rest, kwargs.get("key") is not None)
         elif id(func) in _COSTLY_BUILTINS and args:
             if len(args) == 1 and type(args[0]) not in _WALKED:
                 # Materialize a generator/zip/... first, so that its elements can be weighed.
                 args = (self.post(list(args[0])),)
             items = args[0] if len(args) == 1 else args
-            sorting = func is not set and func is not dict
+            sorting = func is sorted
             factor = max(_length(items), 1).bit_length() if sorting else 1
-            self.charge(self.weight(items, self._budget()) * factor >> 6)
+            if kwargs.get("key") is None:  # with a key, only the keys are compared (see _sort_key)
+                self.spend(self.weight(items, self._budget()) * factor)
         key = kwargs.get("key")
         if key is not None and callable(key):
-            kwargs["key"] = lambda item: self._sort_key(key, item)
+            if (func is sorted and args) or method == "sort":
+                factor = max(_length(receiver if method else args[0]), 1).bit_length()
+            else:
+                factor = 1
+            kwargs["key"] = lambda item: self._sort_key(key, item, factor)
         try:
             result = func(*args, **kwargs)
         except MemoryError:
@@ -334,14 +352,15 @@ class Guard:
             self.post(receiver)
         return self.post(result)
 
-    def _sort_key(self, key: Callable[[Any], Any], item: Any) -> Any:
+    def _sort_key(self, key: Callable[[Any], Any], item: Any, factor: int) -> Any:
         value = self.call(key, item)
         if type(value) not in _ATOMS:
-            # Sorting compares each key up to ~log2(max_items) = 17 times: charge like 17 comparisons.
-            self.charge(self.weight(value, self._budget()) * 17 >> 6)
+            # All keys exist before the first comparison: charge each by its weight times the comparisons
+            # it takes part in (~log2(n) in a sort, 1 in min/max), before the sort can run.
+            self.spend(self.weight(value, self._budget()) * factor)
         return value
 
-    def _charge_method(self, name: str, receiver: Any, args: tuple[Any, ...]) -> None:
+    def _charge_method(self, name: str, receiver: Any, args: tuple[Any, ...], keyed: bool) -> None:
         """Refuse or charge a method call that grows its receiver or compares/hashes its arguments."""
         if name in _GROWING:
             # One call may add at most max_items before the receiver is checked: bound what it adds.
@@ -352,17 +371,17 @@ class Guard:
             cost = self.weight(args[0], self._budget())
             if type(receiver) in (list, tuple) and name in ("index", "count", "remove"):
                 cost *= max(len(receiver), 1)
-            self.charge(cost >> 6)
+            self.spend(cost)
         elif name in _WALKING_ARGS:
             budget = self._budget()
-            self.charge(sum(self.weight(a, budget) for a in args) >> 6)
-        elif name == "sort":
-            self.charge(self.weight(receiver, self._budget()) * max(_length(receiver), 1).bit_length() >> 6)
+            self.spend(sum(self.weight(a, budget) for a in args))
+        elif name == "sort" and not keyed:
+            self.spend(self.weight(receiver, self._budget()) * max(_length(receiver), 1).bit_length())
 
     def key(self, value: Any) -> Any:
         """A subscript key or a dict/set display element: hashing a tuple visits all of it."""
         if type(value) is tuple:
-            self.charge(self.weight(value, self._budget()) >> 6)
+            self.spend(self.weight(value, self._budget()))
         return value
 
     def compare(self, left: Any, op: str, right: Any) -> Any:
@@ -372,7 +391,7 @@ class Guard:
         if time.perf_counter() > self._deadline:
             self._timeout()
         if type(left) not in _ATOMS or type(right) not in _ATOMS:
-            self.charge(self._compare_cost(left, op, right) >> 6)
+            self.spend(self._compare_cost(left, op, right))
         return COMPARE_OPS[op](left, right)
 
     def operand(self, value: Any) -> Any:
@@ -380,7 +399,7 @@ class Guard:
         if self.failure is not None:
             raise MacroAbort(self.failure)
         if type(value) not in _ATOMS:
-            self.charge(self.weight(value, self._budget()) >> 6)
+            self.spend(self.weight(value, self._budget()))
         elif time.perf_counter() > self._deadline:
             self._timeout()
         return value
@@ -392,16 +411,18 @@ class Guard:
             return 0
         if op in ("In", "NotIn"):
             kind = type(right)
-            if kind in _MAPPINGS or kind in (set, frozenset, range):
+            if kind in _HASHED:
                 return self.weight(left, budget)  # a hash and a comparison or two
             if kind is str:
                 return _length(left) + len(right)
-            if kind in (list, tuple):
+            if kind in _SEQUENCES:
                 per_item = self.weight(left, budget)
                 if per_item * len(right) <= budget:
                     return per_item * len(right)
                 return self.weight(right, budget)  # each element comparison stops at the element's size
-            # Any other iterable (a generator, zip, ...) yields at most max_items items.
+            if type(left) in _ATOMS:
+                return 0  # comparing a number with anything is O(1); generators tick per item
+            # Any other iterable (zip, enumerate, ...) yields at most max_items items.
             return self.weight(left, budget) * self.limits.max_items
         if type(left) is str and type(right) is str:
             return min(len(left), len(right))
@@ -414,8 +435,8 @@ class Guard:
 
         A container reached several times (``[row] * 1000``) counts each time, since comparing or hashing
         visits it each time; a cycle counts as unbounded. The walk itself is bounded: it charges 1 fuel per
-        distinct container it expands (plus 1 per 64 children) and stops as soon as the weight is known to
-        exceed ``budget`` (returning ``budget + 1``).
+        distinct container it expands after the first four (plus 1 per 64 children) and stops as soon as the
+        weight is known to exceed ``budget`` (returning ``budget + 64``).
         """
         kind = type(value)
         if kind is str:
@@ -424,7 +445,7 @@ class Guard:
             return 1
         if kind is tuple and len(value) < 64 and _ATOMS.issuperset(map(type, value)):
             return 1 + len(value)  # the common case, a position or a small record: no walk
-        over = budget + 1
+        over = budget + 64  # charging it exceeds the fuel left by at least one unit
         memo: dict[int, int] = {}  # id -> weight of a finished container
         path: set[int] = set()  # ids of the containers being expanded (a child among them is a cycle)
         alive: list[Any] = []  # keeps walked objects alive, so ids stay unique during the walk
@@ -442,7 +463,8 @@ class Guard:
                     continue
                 items = _elements(node)
                 alive.append(items)
-                self.charge(1)  # the walk itself costs about a loop iteration per container
+                if len(alive) > 4:
+                    self.charge(1)  # a longer walk costs about a loop iteration per container
                 work += len(items)
                 if work > budget:
                     return over
@@ -501,7 +523,7 @@ class Guard:
         elif base == "Mod" and type(left) is str:
             self._check_percent(left, right)
         elif base in ("Sub", "BitOr", "BitAnd", "BitXor") and type(left) in (set, frozenset, dict):
-            self.charge(self.weight(right, self._budget()) >> 6)  # hashes every element of the right side
+            self.spend(self.weight(right, self._budget()))  # hashes every element of the right side
         try:
             result = BINARY_OPS[op](left, right)
         except MemoryError:
