@@ -27,12 +27,8 @@ def _run(backend: EmbeddedBackend, prompt: str, max_tokens: int) -> tuple[float,
     llama_cpp.llama_perf_context_reset(llama.ctx)
     llama.create_completion(prompt, max_tokens=max_tokens, temperature=0.0)
     perf = llama_cpp.llama_perf_context(llama.ctx)
-    return (
-        1000 * perf.n_p_eval / perf.t_p_eval_ms,
-        1000 * perf.n_eval / max(perf.t_eval_ms, 1e-6),
-        perf.n_p_eval,
-        perf.n_eval,
-    )
+    return (1000 * perf.n_p_eval / perf.t_p_eval_ms, 1000 * perf.n_eval / max(perf.t_eval_ms, 1e-6),
+            perf.n_p_eval, perf.n_eval)
 
 
 def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str, float]:
@@ -41,12 +37,8 @@ def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str
     start = time.perf_counter()
     backend = EmbeddedBackend(path, n_ctx=2048, n_threads=threads)
     load_s = time.perf_counter() - start
-    messages = prompts.render(
-        "slow",
-        task="collect wood, then place a crafting table",
-        env_description="Crafter: a 2D survival game with 17 actions.",
-        feedback="none",
-    )
+    messages = prompts.render("slow", task="collect wood, then place a crafting table",
+                              env_description="Crafter: a 2D survival game with 17 actions.", feedback="none")
     prompt = "\n\n".join(m["content"] for m in messages) + "\n\nDecomposition as JSON:\n"
     best_prompt = best_gen = 0.0
     n_prompt = n_gen = 0
@@ -55,21 +47,15 @@ def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str
         best_prompt = max(best_prompt, prompt_tps)
         best_gen = max(best_gen, gen_tps)
     backend.close()
-    return {
-        "load_s": load_s,
-        "prompt_tokens": n_prompt,
-        "prompt_tps": best_prompt,
-        "gen_tokens": n_gen,
-        "gen_tps": best_gen,
-    }
+    return {"load_s": load_s, "prompt_tokens": n_prompt, "prompt_tps": best_prompt, "gen_tokens": n_gen,
+            "gen_tps": best_gen}
 
 
 def main() -> None:
     """Print one table row per model."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--models", nargs="+", default=[QWEN_CODER_0_5B.name, QWEN_CODER_1_5B.name], choices=sorted(MODELS)
-    )
+    parser.add_argument("--models", nargs="+", default=[QWEN_CODER_0_5B.name, QWEN_CODER_1_5B.name],
+                        choices=sorted(MODELS))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--gen-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
@@ -79,17 +65,12 @@ def main() -> None:
     rows = {}
     for model in args.models:
         r = rows[model] = measure(model, args.threads, args.gen_tokens, args.repeats)
-        print(
-            f"| {model} Q4_K_M | {args.threads} | {r['load_s']:.1f} | {r['prompt_tokens']} | "
-            f"{r['prompt_tps']:.0f} | {r['gen_tokens']} | {r['gen_tps']:.1f} |",
-            flush=True,
-        )
+        print(f"| {model} Q4_K_M | {args.threads} | {r['load_s']:.1f} | {r['prompt_tokens']} | "
+              f"{r['prompt_tps']:.0f} | {r['gen_tokens']} | {r['gen_tps']:.1f} |", flush=True)
     base, *others = args.models
     for model in others:
-        print(
-            f"{model} / {base}: {rows[model]['prompt_tps'] / rows[base]['prompt_tps']:.2f}x prompt speed, "
-            f"{rows[model]['gen_tps'] / rows[base]['gen_tps']:.2f}x generation speed"
-        )
+        print(f"{model} / {base}: {rows[model]['prompt_tps'] / rows[base]['prompt_tps']:.2f}x prompt speed, "
+              f"{rows[model]['gen_tps'] / rows[base]['gen_tps']:.2f}x generation speed")
 
 
 if __name__ == "__main__":

@@ -42,12 +42,10 @@ def llama_server(small_model_path: Path, tmp_path_factory: pytest.TempPathFactor
     """llama-cpp-python's OpenAI server on 127.0.0.1 serving the 0.5B model, killed at module end."""
     port = free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    command = llama_server_command(
-        small_model_path, port=port, n_ctx=N_CTX, n_threads=THREADS, model_alias="qwen-0.5b"
-    )
-    with ManagedServer(
-        command, host="127.0.0.1", port=port, log_path=log, threads=THREADS, ready_timeout_s=120
-    ) as server:
+    command = llama_server_command(small_model_path, port=port, n_ctx=N_CTX, n_threads=THREADS,
+                                   model_alias="qwen-0.5b")
+    with ManagedServer(command, host="127.0.0.1", port=port, log_path=log, threads=THREADS,
+                       ready_timeout_s=120) as server:
         yield server
 
 
@@ -73,11 +71,8 @@ def _vllm_shape_error(body: dict[str, Any]) -> str | None:
         if fmt.get("type") != "json_schema":
             return f"unsupported response_format type {fmt.get('type')!r}"
         spec = fmt.get("json_schema")
-        if (
-            not isinstance(spec, dict)
-            or not isinstance(spec.get("name"), str)
-            or not isinstance(spec.get("schema"), dict)
-        ):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) \
+                or not isinstance(spec.get("schema"), dict):
             return "response_format.json_schema needs a name (str) and a schema (object)"
     if so is not None and not isinstance(so.get("json"), dict):
         return "structured_outputs.json must be a JSON schema object"
@@ -105,17 +100,8 @@ def vllm_front(embedded: EmbeddedBackend) -> Iterator[VLLMFront]:
             if self.path != "/v1/models":
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
-            models = {
-                "object": "list",
-                "data": [
-                    {
-                        "id": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-                        "object": "model",
-                        "owned_by": "vllm",
-                        "max_model_len": N_CTX,
-                    }
-                ],
-            }
+            models = {"object": "list", "data": [{"id": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "object": "model",
+                                                  "owned_by": "vllm", "max_model_len": N_CTX}]}
             self._send(200, json.dumps(models).encode())
 
         def do_POST(self) -> None:
@@ -128,40 +114,20 @@ def vllm_front(embedded: EmbeddedBackend) -> Iterator[VLLMFront]:
                 return
             problem = _vllm_shape_error(body)
             if problem:
-                self._send(
-                    400,
-                    json.dumps(
-                        {"object": "error", "message": problem, "type": "BadRequestError", "code": 400}
-                    ).encode(),
-                )
+                self._send(400, json.dumps({"object": "error", "message": problem, "type": "BadRequestError",
+                                            "code": 400}).encode())
                 return
-            schema = body.get("structured_outputs", {}).get("json") or (
-                body.get("response_format") or {}
-            ).get("json_schema", {}).get("schema")
-            sampling = SamplingParams(
-                temperature=body.get("temperature", 0.0),
-                top_p=body.get("top_p", 1.0),
-                max_tokens=body.get("max_tokens", 128),
-                seed=body.get("seed", 0),
-            )
+            schema = body.get("structured_outputs", {}).get("json") or \
+                (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+            sampling = SamplingParams(temperature=body.get("temperature", 0.0), top_p=body.get("top_p", 1.0),
+                                      max_tokens=body.get("max_tokens", 128), seed=body.get("seed", 0))
             done = embedded.complete(body["messages"], schema, sampling)
-            reply = {
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": done.text},
-                        "finish_reason": done.finish_reason,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": done.prompt_tokens,
-                    "completion_tokens": done.completion_tokens,
-                    "total_tokens": done.prompt_tokens + done.completion_tokens,
-                },
-            }
+            reply = {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": done.text},
+                                  "finish_reason": done.finish_reason}],
+                     "usage": {"prompt_tokens": done.prompt_tokens,
+                               "completion_tokens": done.completion_tokens,
+                               "total_tokens": done.prompt_tokens + done.completion_tokens}}
             self._send(200, json.dumps(reply).encode())
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -26,23 +26,15 @@ SAMPLING = SamplingParams(max_tokens=160)
 
 
 def _critic_messages() -> list[dict[str, str]]:
-    return prompts.render(
-        "critic",
-        task="collect wood",
-        iteration="3",
-        eval_report="collect_wood success 0.97; macro chop used 40%, failed 2%",
-        diagnostics="none",
-    )
+    return prompts.render("critic", task="collect wood", iteration="3",
+                          eval_report="collect_wood success 0.97; macro chop used 40%, failed 2%",
+                          diagnostics="none")
 
 
 def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend, tmp_path: Path) -> None:
     recorded: list[dict[str, float]] = []
-    client = LLMClient(
-        embedded,
-        cache=ResponseCache(tmp_path / "cache"),
-        default_sampling=SAMPLING,
-        metrics_sink=recorded.append,
-    )
+    client = LLMClient(embedded, cache=ResponseCache(tmp_path / "cache"), default_sampling=SAMPLING,
+                       metrics_sink=recorded.append)
     data = client.structured("critic", _critic_messages(), prompts.schema_for_role("critic"))
     feedback = parse_reply("critic", data)
     assert isinstance(feedback, Feedback)
@@ -64,14 +56,8 @@ def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend,
 
     # A replay-only client has no model at all and returns byte-identical text from disk.
     live = client.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"))
-    replay = build_client(
-        LLMConfig(
-            model=str(embedded.path),
-            cache_dir=str(tmp_path / "cache"),
-            replay_only=True,
-            max_tokens=SAMPLING.max_tokens,
-        )
-    )
+    replay = build_client(LLMConfig(model=str(embedded.path), cache_dir=str(tmp_path / "cache"),
+                                    replay_only=True, max_tokens=SAMPLING.max_tokens))
     assert replay.backend is None
     offline = replay.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"))
     assert offline.text.encode() == live.text.encode()
@@ -79,12 +65,8 @@ def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend,
 
     # Different sampling params are a different key: a miss, which replay-only refuses clearly.
     with pytest.raises(CacheMissError, match="no cached response for role 'critic'"):
-        replay.chat(
-            "critic",
-            _critic_messages(),
-            schema=prompts.schema_for_role("critic"),
-            sampling=SamplingParams(max_tokens=161),
-        )
+        replay.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"),
+                    sampling=SamplingParams(max_tokens=161))
 
 
 def test_llm_metrics_reach_the_run_summaries(embedded: EmbeddedBackend, tmp_path: Path) -> None:
@@ -118,9 +100,8 @@ def test_context_overflow_is_a_clear_error(embedded: EmbeddedBackend) -> None:
     long_text = "wood stone " * 1500
     assert embedded.count_tokens(long_text) > embedded.n_ctx
     with pytest.raises(ContextOverflowError, match="2048-token context"):
-        LLMClient(embedded).chat(
-            "fast", [{"role": "user", "content": long_text}], sampling=SamplingParams(max_tokens=8)
-        )
+        LLMClient(embedded).chat("fast", [{"role": "user", "content": long_text}],
+                                 sampling=SamplingParams(max_tokens=8))
 
 
 def test_bad_inputs_are_refused(embedded: EmbeddedBackend, tmp_path: Path) -> None:

