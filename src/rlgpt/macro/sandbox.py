@@ -426,6 +426,9 @@ class Guard:
             return self.weight(left, budget) * self.limits.max_items
         if type(left) is str and type(right) is str:
             return min(len(left), len(right))
+        if op in ("Eq", "NotEq") and type(left) in (list, tuple) and type(right) in (list, tuple):
+            if type(left) is not type(right) or len(left) != len(right):
+                return 0  # decided without looking at an element
         # Equality and ordering stop at the smaller operand.
         cost = self.weight(left, budget)
         return cost if cost <= budget else self.weight(right, budget)
