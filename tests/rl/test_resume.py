@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -251,5 +252,29 @@ def test_env_worker_dying_mid_macro_names_the_macro_and_the_same_command_resumes
 def test_env_worker_dying_between_macros_says_no_macro_was_running(tmp_path):
     run_dir = tmp_path / "run"
     _, saved = dies_and_ends_the_run(run_dir, "")
+    assert saved_env_steps(run_dir) >= saved > 0
+    assert read_metrics(run_dir / "metrics.csv")
+
+
+def test_learner_dying_ends_the_run_with_one_line(tmp_path):
+    """Sample Factory alone waits forever for a dead learner's batcher (a thread of that process)."""
+    run_dir = tmp_path / "run"
+    run, workers = start_and_wait_for_a_checkpoint(run_dir)
+    try:
+        # Only the learner saves checkpoints, and the log tags each line with its process id.
+        savers = re.findall(r"\]\[0*(\d+)\] Saving \S+checkpoint_", (run_dir / "sf_log.txt").read_text())
+        learner = int(savers[-1])
+        assert learner in {w.pid for w in workers}
+        saved = saved_env_steps(run_dir)
+        os.kill(learner, signal.SIGKILL)
+        code = run.wait(timeout=180)
+    finally:
+        run.kill_all()
+    assert code == 1, run.stderr()[-3000:]
+    assert run.stderr().strip().splitlines()[-1] == (
+        f"rlgpt: error: learner {learner} (learner_proc0) died (SIGKILL); checkpoints and metrics kept in "
+        f"{run_dir.resolve()}, re-run the same command to resume"
+    )
+    assert_no_process_left(workers)
     assert saved_env_steps(run_dir) >= saved > 0
     assert read_metrics(run_dir / "metrics.csv")

@@ -251,7 +251,19 @@ class WorkerWatch(EventLoopObject):
 
             log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
             self.runner._stop_training(failed=True)
+            self._release_batchers_of(proc)
             return
+
+    def _release_batchers_of(self, proc: Any) -> None:
+        """Count a dead learner's batcher as stopped.
+
+        The batcher is a thread of its learner's process; the runner cannot see it die (its process is
+        unknown in the trainer), so it would wait for the batcher's stop message forever.
+        """
+        for policy_id, learner in getattr(self.runner, "learners", {}).items():
+            batcher = self.runner.batchers.get(policy_id)
+            if learner.event_loop.process is proc and batcher in self.runner.components_to_stop:
+                self.runner._component_stopped(batcher.object_id, {})
 
 
 # -- the hook in the env factory ---------------------------------------------------------------------------
