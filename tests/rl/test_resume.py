@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ENV = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="offline")
 
 
-def command(run_dir: Path) -> list[str]:
+def command(run_dir: Path, steps: int = 30000, extra: tuple[str, ...] = ("--wandb",)) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -32,35 +32,18 @@ def command(run_dir: Path) -> list[str]:
         "--run-dir",
         str(run_dir),
         "--steps",
-        "30000",
+        str(steps),
         "--set",
         "save_every_sec=2",
         "--set",
         "eval_episodes=0",
-        "--wandb",
+        *extra,
     ]
 
 
 def macro_command(run_dir: Path) -> list[str]:
     """A seconds-long run whose action space has the go_to_tree macro beside the primitives."""
-    return [
-        sys.executable,
-        "-m",
-        "rlgpt.cli",
-        "train",
-        "--config",
-        str(builtin_config_path("smoke.yaml")),
-        "--run-dir",
-        str(run_dir),
-        "--steps",
-        "12000",
-        "--set",
-        "save_every_sec=2",
-        "--set",
-        "eval_episodes=0",
-        "--set",
-        f"macros.file={builtin_config_path('macros/go_to_tree.yaml')}",
-    ]
+    return command(run_dir, 12000, ("--set", f"macros.file={builtin_config_path('macros/go_to_tree.yaml')}"))
 
 
 def checkpoints(run_dir: Path) -> list[str]:

@@ -10,11 +10,13 @@ Three layers, each cheap enough to be always on:
 - **Running-macro marker** (:class:`MacroMarker`, :class:`MarkRunningMacro`): each env worker keeps a
   fixed-size memory-mapped file ``RUN_DIR/.workers/<pid>`` saying which macro it is running. Its page
   survives the process, so when a worker dies the trainer can still tell which macro was running.
-- **Watch** (:class:`WorkerWatch`): a timer on the trainer's event loop notices a dead Sample Factory child
-  (Sample Factory itself does not: a dead rollout worker stalls training until the heartbeat check gives
-  up), stops the run the normal way (the learner saves a checkpoint if it is alive; metrics.csv rows are
+- **Watch** (:class:`WorkerWatch`): a timer on the trainer's event loop notices a dead Sample Factory child,
+  stops the run the normal way (the learner saves a checkpoint if it is alive; metrics.csv rows are
   flushed as written) and :func:`rlgpt.rl.train.train` raises :class:`WorkerDiedError` naming the worker,
-  how it died and the macro it was running. The same command resumes.
+  how it died and the macro it was running. The same command resumes. Sample Factory 2.1.1 alone does not
+  notice: with its only env worker SIGKILLed, training stalls at 0 FPS while the learner keeps re-saving
+  the same checkpoint (its heartbeat check stops a run only once every component of a kind has been silent
+  for ``heartbeat_reporting_interval``, 600 s here), and with its learner dead even a clean stop hangs.
 """
 
 from __future__ import annotations
