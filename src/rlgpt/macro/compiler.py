@@ -624,13 +624,17 @@ class _FunctionValidator(_Validator):
             self.add("signature", f"no top-level function named {self.entry!r}", None)
             return
         args = entry.args
-        if len(args.posonlyargs) + len(args.args) != self.arity or args.vararg or args.kwarg or args.kwonlyargs:
-            self.add("signature", f"{self.entry}() must take exactly {self.arity} positional arguments", entry)
+        positional = len(args.posonlyargs) + len(args.args)
+        if positional != self.arity or args.vararg or args.kwarg or args.kwonlyargs:
+            self.add("signature", f"{self.entry}() must take exactly {self.arity} positional arguments",
+                     entry)
         if _yields(entry):
             self.add("signature", f"{self.entry}() must return a value, not yield", entry)
 
 
-def compile_function(source: str, entry: str, arity: int, limits: MacroLimits | None = None) -> CompiledFunction:
+def compile_function(
+    source: str, entry: str, arity: int, limits: MacroLimits | None = None
+) -> CompiledFunction:
     """Validate and instrument a plain function ``entry`` taking ``arity`` arguments; raises
     `MacroCompileError` listing every problem (same allow-list and limits as `compile_macro`)."""
     limits = limits or MacroLimits()

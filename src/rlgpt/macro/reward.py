@@ -110,7 +110,8 @@ class RewardFunction:
         except (Exception, MacroAbort) as exc:
             return 0.0, self._diagnostic(exc)
         if type(value) is bool or not isinstance(value, int | float) or not math.isfinite(value):
-            shown = repr(value)[:60] if isinstance(value, int | float | str | type(None)) else type(value).__name__
+            scalar = isinstance(value, int | float | str | type(None))
+            shown = repr(value)[:60] if scalar else type(value).__name__
             return 0.0, make_diagnostic("exception", f"reward() returned {shown}; return a finite number",
                                         self.compiled.source, None, None)
         return float(value), None
@@ -122,7 +123,8 @@ class DenseRewardWrapper(gymnasium.Wrapper):
     adds ``info["dense_reward_diagnostic"]`` (a dict) and is kept in ``diagnostics`` for the critic."""
 
     def __init__(self, env: gymnasium.Env, reward: CompiledFunction | str, scale: float = 1.0,
-                 limits: MacroLimits | None = None, seed: int | None = None, keep_diagnostics: int = 32) -> None:
+                 limits: MacroLimits | None = None, seed: int | None = None,
+                 keep_diagnostics: int = 32) -> None:
         super().__init__(env)
         compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
         self.reward_fn = RewardFunction(compiled)
