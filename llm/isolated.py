@@ -33,7 +33,8 @@ def describe_exit(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        native = " (a native crash in llama.cpp)" if name in ("SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL") else ""
+        fatal = name in ("SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL")
+        native = " (a native crash in llama.cpp)" if fatal else ""
         return f"was killed by {name}{native}"
     return f"exited with status {returncode}"
 
