@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Recording, record_reply
+from agent_helpers import Recording, record_reply
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
