@@ -58,6 +58,8 @@ def main() -> None:
                 "diagnostics": [str(d) for a in cand.code.attempts for d in a.diagnostics][:6],
                 "code": cand.code.code,
             })
+        with open(args.out, "w") as f:  # partial results survive an interrupted run
+            json.dump({"candidates": rows}, f, indent=1)
         print(f"{sub.name}: {elapsed:.0f}s, " + "; ".join(
             f"sample {r['sample']}: attempts {r['attempts']}, compiled {r['compiled']}, goal {r['goal_rate']}"
             for r in rows if r["subgoal"] == sub.name), flush=True)
