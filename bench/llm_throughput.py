@@ -38,7 +38,8 @@ def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str
     backend = EmbeddedBackend(path, n_ctx=2048, n_threads=threads)
     load_s = time.perf_counter() - start
     messages = prompts.render("slow", task="collect wood, then place a crafting table",
-                              env_description="Crafter: a 2D survival game with 17 actions.", feedback="none")
+                              env_rules="Crafter: a 2D survival game with 17 actions.",
+                              macro_api="(not shown)", feedback="none")
     prompt = "\n\n".join(m["content"] for m in messages) + "\n\nDecomposition as JSON:\n"
     best_prompt = best_gen = 0.0
     n_prompt = n_gen = 0

@@ -269,3 +269,46 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     """Plain-dict form of a config (for YAML dumps and W&B)."""
     return dataclasses.asdict(cfg)
+
+
+@dataclass
+class AgentConfig:
+    """Knobs of the LLM agents (planner, slow, fast, critic) of the RL-GPT loop."""
+
+    samples: int = 3
+    """Macro candidates sampled per coded sub-action; each is compiled, repaired and probed, the best kept."""
+    temperature: float = 0.7
+    """Sampling temperature for code candidates (> 0 so that candidates differ)."""
+    seed: int = 0
+    """Base sampling seed; candidate i uses seed + i (distinct seeds also keep their cache entries apart)."""
+    repair_retries: int = 2
+    """Times a compile (or reward dry-run) diagnostic is sent back to the fast agent for a fix."""
+    code_max_tokens: int = 512
+    """Completion token limit of one code reply."""
+    json_max_tokens: int = 384
+    """Completion token limit of one structured (JSON) reply."""
+    probe_seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeded episodes in which each candidate macro is probed."""
+    probe_calls_per_episode: int = 1
+    """Consecutive macro calls per probe episode."""
+    probe_warmup_steps: int = 0
+    """Random moves before each probe call, so calls start in varied states."""
+    probe_max_steps: int = 64
+    """Primitive step bound of one probe call."""
+    reward_dry_run_steps: int = 20
+    """Random steps a compiled reward is run for before training; a runtime failure is repaired like a
+    compile error."""
+    critic_max_chars: int = 6000
+    """Upper bound on the evaluation/probe/diagnostics text in the critic's prompt."""
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ConfigError(f"agents.samples must be >= 1, got {self.samples}")
+        if self.repair_retries < 0:
+            raise ConfigError(f"agents.repair_retries must be >= 0, got {self.repair_retries}")
+        if not self.probe_seeds:
+            raise ConfigError("agents.probe_seeds must list at least one seed")
+        if self.probe_calls_per_episode < 1 or self.probe_max_steps < 1:
+            raise ConfigError("agents.probe_calls_per_episode and agents.probe_max_steps must be >= 1")
+        if self.temperature < 0:
+            raise ConfigError(f"agents.temperature must be >= 0, got {self.temperature}")

@@ -28,7 +28,9 @@ SAMPLING = SamplingParams(max_tokens=160)
 def _critic_messages() -> list[dict[str, str]]:
     return prompts.render("critic", task="collect wood", iteration="3",
                           eval_report="collect_wood success 0.97; macro chop used 40%, failed 2%",
-                          diagnostics="none")
+                          diagnostics="none", env_rules="Crafter: a 2D survival game with 17 actions.",
+                          macro_api="(not needed)", decomposition="chop: collect wood (code)",
+                          probes="chop: goal reached 3 of 3")
 
 
 def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend, tmp_path: Path) -> None:

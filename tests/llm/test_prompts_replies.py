@@ -12,6 +12,7 @@ from rlgpt import prompts
 from rlgpt.agents.replies import (
     Decomposition,
     FastReply,
+    FastSetup,
     Feedback,
     Plan,
     ReplyValidationError,
@@ -19,24 +20,35 @@ from rlgpt.agents.replies import (
 )
 
 VALUES = {
-    "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_description": "2D"},
-    "slow": {"task": "collect wood", "env_description": "Crafter", "feedback": "none"},
-    "fast": {"task": "collect wood", "decomposition": "{}", "macro_api": "move(d)", "observation_keys": "inv",
-             "feedback": "none"},
-    "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none"},
+    "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_rules": "2D"},
+    "slow": {"task": "collect wood", "env_rules": "Crafter", "macro_api": "move(d)", "feedback": "none"},
+    "fast": {"task": "collect wood", "name": "chop", "description": "chop a tree", "goal": "wood",
+             "macro_api": "move(d)", "env_rules": "rules", "feedback": "none"},
+    "fast_reward": {"task": "collect wood", "decomposition": "chop", "macro_api": "move(d)",
+                    "env_rules": "rules", "feedback": "none"},
+    "fast_setup": {"task": "collect wood", "decomposition": "chop", "macros": "chop", "env_rules": "rules",
+                   "feedback": "none"},
+    "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none",
+               "env_rules": "rules", "macro_api": "move(d)", "decomposition": "chop", "probes": "none"},
 }
 
 
-@pytest.mark.parametrize("role", prompts.ROLES)
-def test_every_role_renders_with_its_schema(role: str) -> None:
+@pytest.mark.parametrize("role", prompts.TEMPLATES)
+def test_every_template_renders_with_its_schema(role: str) -> None:
     messages = prompts.render(role, **VALUES[role])
     assert [m["role"] for m in messages] == ["system", "user"]
-    assert json.dumps(prompts.schema_for_role(role), indent=1) in messages[0]["content"]
+    if role in prompts.SCHEMA_FOR_ROLE:
+        assert json.dumps(prompts.schema_for_role(role), indent=1) in messages[0]["content"]
+    else:
+        # Code templates ask for a ```python block and never show a JSON schema.
+        assert "```python" in messages[0]["content"] and '"$schema"' not in messages[0]["content"]
+        with pytest.raises(prompts.PromptError, match="replies with code"):
+            prompts.schema_for_role(role)
     assert VALUES[role]["task"] in messages[1]["content"]
     assert "$" not in messages[1]["content"]
 
 
-@pytest.mark.parametrize("role", prompts.ROLES)
+@pytest.mark.parametrize("role", sorted(prompts.SCHEMA_FOR_ROLE))
 def test_schemas_are_valid_and_compile_to_llama_grammar(role: str) -> None:
     schema = prompts.schema_for_role(role)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -45,24 +57,30 @@ def test_schemas_are_valid_and_compile_to_llama_grammar(role: str) -> None:
 
 def test_render_reports_missing_and_unexpected_values() -> None:
     with pytest.raises(prompts.PromptError, match=r"missing \['feedback'\], unexpected \['extra'\]"):
-        prompts.render("slow", task="t", env_description="e", extra="x")
+        prompts.render("slow", task="t", env_rules="e", macro_api="a", extra="x")
     with pytest.raises(prompts.PromptError, match="unknown role 'boss'"):
         prompts.render("boss")
 
 
 EXAMPLES = {
-    "slow": {"subactions": [{"name": "find_tree", "description": "walk", "how": "rl", "why": "explore"},
-                            {"name": "chop", "description": "collect wood", "how": "code", "why": "fixed"}]},
+    "slow": {"subactions": [{"name": "find_tree", "description": "walk", "how": "rl", "goal": "",
+                             "why": "explore"},
+                            {"name": "chop", "description": "collect wood", "how": "code", "goal": "wood",
+                             "why": "fixed"}]},
+    "fast_setup": {"horizon": 500, "observation": ["view", "vector"], "macros": ["chop"]},
     "fast": {"macros": [{"name": "chop", "description": "face tree", "code": "def chop(api):\n  yield 5"}],
-             "reward_code": "return inv['wood']", "observation": ["inventory", "semantic"], "horizon": 500},
+             "reward_code": "def reward(game, prev):\n    return 0", "observation": ["view", "vector"],
+             "horizon": 500},
     "critic": {"target": "fast", "problems": ["macro never ends"], "suggestions": ["return after 10 steps"]},
-    "planner": {"subtasks": [{"name": "wood", "description": "collect wood", "reuse_skill": "collect_wood"},
-                             {"name": "table", "description": "place table", "reuse_skill": ""}]},
+    "planner": {"subtasks": [{"name": "collect_wood", "description": "collect wood",
+                              "reuse_skill": "collect_wood"},
+                             {"name": "place_table", "description": "place table", "reuse_skill": ""}]},
 }
-TYPES = {"slow": Decomposition, "fast": FastReply, "critic": Feedback, "planner": Plan}
+TYPES = {"slow": Decomposition, "fast": FastReply, "fast_setup": FastSetup, "critic": Feedback,
+         "planner": Plan}
 
 
-@pytest.mark.parametrize("role", prompts.ROLES)
+@pytest.mark.parametrize("role", sorted(EXAMPLES))
 def test_replies_parse_and_round_trip(role: str) -> None:
     reply = parse_reply(role, EXAMPLES[role])
     assert isinstance(reply, TYPES[role])
@@ -72,8 +90,12 @@ def test_replies_parse_and_round_trip(role: str) -> None:
 @pytest.mark.parametrize(("role", "mutate", "message"), [
     ("slow", lambda d: d["subactions"][0].update(how="maybe"), "'maybe' is not one of"),
     ("slow", lambda d: d["subactions"][1].update(name="find_tree"), "appears twice"),
+    ("slow", lambda d: d["subactions"][0].update(goal="gold"), "'gold' is not one of"),
+    ("fast_setup", lambda d: d.update(horizon=0), "less than the minimum"),
+    ("fast_setup", lambda d: d.update(observation=["pixels"]), "'pixels' is not one of"),
     ("fast", lambda d: d.update(horizon=0), "less than the minimum"),
-    ("fast", lambda d: d["macros"][0].update(name="Bad Name"), "does not match"),
+    ("fast", lambda d: d["macros"][0].update(name="Bad Name"), "identifier"),
+    ("planner", lambda d: d["subtasks"][0].update(name="wood"), "'wood' is not one of"),
     ("critic", lambda d: d.pop("target"), "'target' is a required property"),
     ("planner", lambda d: d.update(subtasks=[]), "should be non-empty"),
 ])

@@ -42,6 +42,9 @@ class SubAction:
     """What the sub-action achieves."""
     how: Literal["code", "rl"]
     """"code": the fast agent writes a macro-action; "rl": the policy learns it."""
+    goal: str
+    """Crafter achievement or inventory item whose counter rises when the sub-action succeeds ("" = none);
+    the probe checks macros against it."""
     why: str
     """The slow agent's reason for the choice (kept for the critic and for reports)."""
 
@@ -67,30 +70,65 @@ class Decomposition:
 
 
 @dataclass(frozen=True)
+class FastSetup:
+    """The fast agent's structured RL setup (the short JSON part of its work)."""
+
+    horizon: int
+    """Episode length in primitive steps."""
+    observation: tuple[str, ...]
+    """Observation parts the policy sees ("view", "vector"), without repeats."""
+    macros: tuple[str, ...]
+    """Names of the offered macro-actions to add to the action space, without repeats."""
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FastSetup:
+        """Validate `data` against fast_setup.schema.json and build the reply."""
+        _validate("fast_setup", data)
+        return cls(int(data["horizon"]), tuple(dict.fromkeys(data["observation"])),
+                   tuple(dict.fromkeys(data["macros"])))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form (inverse of from_dict)."""
+        return {"horizon": self.horizon, "observation": list(self.observation), "macros": list(self.macros)}
+
+
+@dataclass(frozen=True)
 class FastReply:
-    """The fast agent's reply: macro sources plus the RL setup."""
+    """Everything the fast agent hands to training: compiled-clean macro sources plus the RL setup.
+
+    Assembled by `rlgpt.agents.fast.FastAgent` from code blocks (macros, reward) and the FastSetup JSON;
+    every macro and the reward code have passed the compiler when the agent returns it.
+    """
 
     macros: tuple[MacroSource, ...]
     """Macro-actions to add to the action space."""
     reward_code: str
-    """Python source of the shaped reward ("" = the environment's reward only)."""
+    """Source of ``def reward(game, prev)`` (see rlgpt.macro.reward); "" = the task's reward only."""
     observation: tuple[str, ...]
-    """Observation keys the policy should see."""
+    """Observation parts the policy sees."""
     horizon: int
     """Episode length in primitive steps."""
 
     @classmethod
     def from_dict(cls, data: Any) -> FastReply:
-        """Validate `data` against fast_reply.schema.json and build the reply."""
-        _validate("fast_reply", data)
-        macros = tuple(MacroSource(**m) for m in data["macros"])
+        """Build from the JSON form written by to_dict (e.g. a run directory file)."""
+        try:
+            macros = tuple(MacroSource(m["name"], m["code"], m.get("description", ""))
+                           for m in data["macros"])
+            reply = cls(macros, str(data["reward_code"]), tuple(str(o) for o in data["observation"]),
+                        int(data["horizon"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReplyValidationError(f"fast reply invalid: {exc!r}") from None
         _unique("macro", [m.name for m in macros])
-        return cls(macros, data["reward_code"], tuple(data["observation"]), int(data["horizon"]))
+        if reply.horizon < 1:
+            raise ReplyValidationError(
+                f"fast reply invalid: horizon {reply.horizon} is less than the minimum 1")
+        return reply
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form (inverse of from_dict)."""
         return {
-            "macros": [asdict(m) for m in self.macros],
+            "macros": [{"name": m.name, "description": m.description, "code": m.code} for m in self.macros],
             "reward_code": self.reward_code,
             "observation": list(self.observation),
             "horizon": self.horizon,
@@ -124,11 +162,13 @@ class Subtask:
     """One step of a long-horizon plan."""
 
     name: str
-    """snake_case identifier, unique within the plan."""
+    """The Crafter achievement this step unlocks; unique within the plan."""
     description: str
     """What must be achieved."""
     reuse_skill: str
     """Name of a skill-library entry that already solves it, or "" to learn it."""
+    # `name` is a Crafter achievement (the plan schema enumerates them), so plans can be checked against
+    # crafter's recipes (rlgpt.agents.planner).
 
 
 @dataclass(frozen=True)
@@ -151,15 +191,19 @@ class Plan:
         return {"subtasks": [asdict(s) for s in self.subtasks]}
 
 
-REPLY_TYPES: dict[str, type[Decomposition] | type[FastReply] | type[Feedback] | type[Plan]] = {
+Reply = Decomposition | FastSetup | FastReply | Feedback | Plan
+"""Any typed reply."""
+
+REPLY_TYPES: dict[str, type[Reply]] = {
     "planner": Plan,
     "slow": Decomposition,
+    "fast_setup": FastSetup,
     "fast": FastReply,
     "critic": Feedback,
 }
 
 
-def parse_reply(role: str, data: Any) -> Decomposition | FastReply | Feedback | Plan:
+def parse_reply(role: str, data: Any) -> Reply:
     """Validate and convert `role`'s JSON reply into its typed object."""
     try:
         reply_type = REPLY_TYPES[role]

@@ -707,3 +707,89 @@ def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) 
         )
         raise MacroCompileError(source.name, (diagnostic,)) from None
     return CompiledMacro(source, code, limits)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plain (non-generator) functions, e.g. LLM-written dense reward code: the same allow-list, instrumentation
+# and limits as macros; only the entry point's shape differs.
+
+
+@dataclass(frozen=True)
+class CompiledFunction:
+    """A validated, instrumented plain function (not a generator), e.g. a dense reward."""
+
+    entry: str
+    """Name of the entry function."""
+    source: str
+    """Python source as written."""
+    code: types.CodeType = field(repr=False)
+    """Instrumented module code object (defines the entry function)."""
+    limits: MacroLimits
+    """Resource bounds applied to every call."""
+
+    @property
+    def filename(self) -> str:
+        """Pseudo file name of the code, used to locate runtime failures in tracebacks."""
+        return f"<function:{self.entry}>"
+
+    def load(self, guard: Guard) -> Any:
+        """Execute the module in ``guard``'s namespace and return the entry function (raises what the body
+        raises; callers convert that into a diagnostic)."""
+        namespace = guard.namespace()
+        exec(self.code, namespace)
+        return namespace[self.entry]
+
+    def new_guard(self) -> Guard:
+        """A fresh guard (fuel, depth, failure state)."""
+        return Guard(self.limits, self.filename, self.source)
+
+
+class _FunctionValidator(_Validator):
+    """`_Validator` whose entry point must be a plain function of ``arity`` positional arguments."""
+
+    def __init__(self, code: str, entry: str, arity: int) -> None:
+        super().__init__(code, entry)
+        self.arity = arity
+
+    def _check_module(self, tree: ast.Module) -> None:
+        before = len(self.problems)
+        super()._check_module(tree)
+        # Keep the shared top-level checks; replace the generator-specific signature checks.
+        self.problems[before:] = [d for d in self.problems[before:] if d.kind != "signature"]
+        entry = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == self.entry), None)
+        if entry is None:
+            self.add("signature", f"no top-level function named {self.entry!r}", None)
+            return
+        args = entry.args
+        positional = len(args.posonlyargs) + len(args.args)
+        if positional != self.arity or args.vararg or args.kwarg or args.kwonlyargs:
+            self.add("signature", f"{self.entry}() must take exactly {self.arity} positional arguments",
+                     entry)
+        if _yields(entry):
+            self.add("signature", f"{self.entry}() must return a value, not yield", entry)
+
+
+def compile_function(
+    source: str, entry: str, arity: int, limits: MacroLimits | None = None
+) -> CompiledFunction:
+    """Validate and instrument a plain function ``entry`` taking ``arity`` arguments; raises
+    `MacroCompileError` listing every problem (same allow-list and limits as `compile_macro`)."""
+    limits = limits or MacroLimits()
+    problems: tuple[Diagnostic, ...]
+    if len(source) > limits.max_source_chars:
+        problems = (make_diagnostic("too_long", f"source has {len(source)} characters (limit "
+                                                f"{limits.max_source_chars})", source, None, None),)
+    else:
+        try:
+            tree = ast.parse(source, filename=f"<function:{entry}>")
+        except SyntaxError as exc:
+            problems = (_syntax_diagnostic(exc, source),)
+        except (ValueError, RecursionError, MemoryError) as exc:
+            problems = (make_diagnostic("syntax", f"source cannot be parsed: {type(exc).__name__}", source,
+                                        None, None),)
+        else:
+            problems = tuple(_FunctionValidator(source, entry, arity).run(tree))
+    if problems:
+        raise MacroCompileError(entry, problems)
+    tree = ast.fix_missing_locations(_Instrumenter().visit(ast.parse(source)))
+    return CompiledFunction(entry, source, compile(tree, f"<function:{entry}>", "exec"), limits)

@@ -1,8 +1,10 @@
 """Role prompt templates and the JSON schemas of their replies, loaded from package data.
 
-Each role has `<role>.system.md` and `<role>.user.md` (string.Template syntax, `$name` placeholders; `$$`
-is a literal dollar) and a reply schema `<schema>.schema.json`. `$schema` is filled in automatically with
-the role's schema so the model sees the shape even on servers that cannot enforce it.
+Each template has `<name>.system.md` and `<name>.user.md` (string.Template syntax, `$name` placeholders;
+`$$` is a literal dollar). Templates whose reply is JSON have a reply schema `<schema>.schema.json`, and
+`$schema` is filled in automatically with it so the model sees the shape even on servers that cannot
+enforce it. The fast agent's code templates ("fast" for macros, "fast_reward" for the dense reward) have
+no schema: code comes back in ```python blocks, never inside JSON strings.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from importlib import resources
 from typing import Any
 
 ROLES = ("planner", "slow", "fast", "critic")
-SCHEMA_FOR_ROLE = {"planner": "plan", "slow": "decomposition", "fast": "fast_reply", "critic": "feedback"}
+"""The LLM roles (also the names their calls are accounted under in `llm/<role>/*`)."""
+TEMPLATES = ("planner", "slow", "fast", "fast_reward", "fast_setup", "critic")
+"""Every prompt template; the fast role uses three (macro code, reward code, RL setup JSON)."""
+SCHEMA_FOR_ROLE = {
+    "planner": "plan", "slow": "decomposition", "fast_setup": "fast_setup", "critic": "feedback",
+}
+"""Template -> reply schema, for the templates whose reply is JSON."""
 
 
 class PromptError(ValueError):
@@ -60,14 +68,16 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def schema_for_role(role: str) -> dict[str, Any]:
-    """Return the JSON schema of `role`'s reply."""
+    """Return the JSON schema of template `role`'s reply."""
     _check_role(role)
+    if role not in SCHEMA_FOR_ROLE:
+        raise PromptError(f"template {role!r} replies with code, not JSON; it has no schema")
     return load_schema(SCHEMA_FOR_ROLE[role])
 
 
 def _check_role(role: str) -> None:
-    if role not in ROLES:
-        raise PromptError(f"unknown role {role!r}; known roles: {ROLES}")
+    if role not in TEMPLATES:
+        raise PromptError(f"unknown role {role!r}; known roles: {TEMPLATES}")
 
 
 @cache
@@ -93,7 +103,9 @@ def render(role: str, **values: str) -> list[dict[str, str]]:
             f"role {role!r} template needs values {sorted(template.fields)}; "
             f"missing {missing}, unexpected {unused}"
         )
-    filled = {**values, "schema": json.dumps(schema_for_role(role), indent=1)}
+    filled = dict(values)
+    if role in SCHEMA_FOR_ROLE:
+        filled["schema"] = json.dumps(schema_for_role(role), indent=1)
     return [
         {"role": "system", "content": template.system.substitute(filled).strip()},
         {"role": "user", "content": template.user.substitute(filled).strip()},

@@ -1,0 +1,43 @@
+"""What every agent shares: the documentation put into prompts, task wording, bounded text."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from rlgpt.agents.envdoc import crafter_rules
+from rlgpt.agents.replies import Decomposition
+from rlgpt.macro.api import api_reference
+
+
+@cache
+def documentation() -> dict[str, str]:
+    """The prompt values every role shares: ``env_rules`` (crafter's rules) and ``macro_api``.
+
+    Every template starts with these (rules first, then the API), so consecutive calls of different roles
+    share a long prompt prefix that llama.cpp does not evaluate again.
+    """
+    return {"env_rules": crafter_rules(), "macro_api": api_reference()}
+
+
+def describe_task(task: str) -> str:
+    """A task name ("collect_wood", "a+b") as an instruction."""
+    targets = [t.strip() for t in task.split("+") if t.strip()]
+    if len(targets) == 1:
+        return f"unlock the achievement {targets[0]} (in one episode)"
+    return f"unlock all of these achievements in one episode: {', '.join(targets)}"
+
+
+def render_decomposition(decomposition: Decomposition | None) -> str:
+    """One line per sub-action, for prompts."""
+    if decomposition is None:
+        return "(none yet)"
+    return "\n".join(f"- {s.name} [{s.how}]: {s.description}" + (f" (goal: {s.goal})" if s.goal else "")
+                     for s in decomposition.subactions)
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {len(text) - limit} more characters cut]"
+    return text[: max(0, limit - len(note))] + note

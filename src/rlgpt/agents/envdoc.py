@@ -1,0 +1,158 @@
+"""Crafter's rules as documentation for the LLM roles, generated from crafter's own data (data.yaml).
+
+The prompts must tell a small model what it cannot know (which material needs which pickaxe, what a
+table costs, what must be nearby to craft), and must not drift from the game: every recipe line below is
+built from `crafter.constants` (crafter's data.yaml), and the few rules that live in crafter's code rather
+than its data (creature health, survival counters) are stated next to the code they describe. The text
+documents the game; it is not a plan for any task.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from crafter import constants
+
+_ACTION_DOCS = {
+    "noop": "do nothing for one step",
+    "do": "interact with the faced tile: collect its material, hit the creature standing there, eat a "
+          "ripe plant, or drink from water",
+    "sleep": "fall asleep (only when energy is below its maximum); the player wakes up when energy is "
+             "full again (achievement wake_up) or when hurt",
+}
+
+
+def _items(mapping: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in mapping.items())
+
+
+def _action_doc(action: str) -> str:
+    if action in _ACTION_DOCS:
+        return _ACTION_DOCS[action]
+    if action.startswith("move_"):
+        return (f"face {action[5:]} and step one tile that way if the tile is walkable and free "
+                f"(otherwise only turn)")
+    if action.startswith("place_"):
+        return f"put a {action[6:]} on the faced tile (see Placing)"
+    if action.startswith("make_"):
+        return f"craft one {action[5:]} (see Crafting)"
+    return "see crafter's documentation"
+
+
+def collect_line(material: str, info: dict[str, Any]) -> str:
+    """One line of the Collecting section: what `do` on `material` needs and gives."""
+    need = f"needs {_items(info['require'])} in the inventory" if info["require"] else "needs no tool"
+    chance = f" with probability {info['probability']}" if "probability" in info else ""
+    left = "stays" if info["leaves"] == material else f"becomes {info['leaves']}"
+    return f"- {material}: {need}; gives {_items(info['receive'])}{chance}; the tile {left}."
+
+
+def place_line(name: str, info: dict[str, Any]) -> str:
+    """One line of the Placing section: what `place_<name>` consumes and where it can go."""
+    return (f"- place_{name}: uses {_items(info['uses'])} from the inventory; the faced tile must be one of "
+            f"{', '.join(info['where'])} with no creature on it.")
+
+
+def make_line(name: str, info: dict[str, Any]) -> str:
+    """One line of the Crafting section: what `make_<name>` consumes and what must be nearby."""
+    return (f"- make_{name}: uses {_items(info['uses'])} from the inventory; needs "
+            f"{' and '.join(info['nearby'])} nearby (within 1 tile, diagonals included); gives "
+            f"{info['gives']} {name}.")
+
+
+@cache
+def crafter_rules() -> str:
+    """Crafter's rules, actions, recipes, requirements and survival stats as plain-text documentation."""
+    items = constants.items
+    stats = [name for name in items if name in ("health", "food", "drink", "energy")]
+    lines = [
+        "The world is a 2D grid of tiles. Each tile has a material; creatures (cow, zombie, skeleton) and "
+        "plants stand on tiles. The player sees a 9x7 window around itself and always faces one of the "
+        "four neighbouring tiles; `do`, `place_*` act on that faced tile.",
+        f"Walkable materials: {', '.join(constants.walkable)} (lava is walkable too but kills the player).",
+        "",
+        "Actions (one per step):",
+        *(f"- {a}: {_action_doc(a)}" for a in constants.actions),
+        "",
+        "Collecting (`do` while facing a tile of that material):",
+        *(collect_line(m, info) for m, info in constants.collect.items()),
+        "",
+        "Placing (`place_<name>` while facing a suitable tile):",
+        *(place_line(n, info) for n, info in constants.place.items()),
+        "",
+        "Crafting (`make_<name>`; the player need not face the table or furnace, only be near it):",
+        *(make_line(n, info) for n, info in constants.make.items()),
+        "",
+        "Inventory: " + ", ".join(f"{n} (max {i['max']}, starts at {i['initial']})"
+                                  for n, i in items.items() if n not in stats) + ".",
+        "Survival: " + ", ".join(f"{n} (0-{items[n]['max']}, starts at {items[n]['initial']})"
+                                 for n in stats) + ". "
+        "Food, drink and energy slowly decrease over time; food rises by eating a cow (hit it until it "
+        "dies: +6 food) or a ripe plant (+4 food), drink by `do` facing water (+1), energy by sleeping. "
+        "Health slowly recovers while food, drink and energy are all above 0 and decreases while any is 0; "
+        "at 0 health the episode ends. Zombies (on grass, more at night) and skeletons (in dark tunnels) "
+        "attack; a hit with `do` damages them (more with a better sword).",
+        "",
+        "Achievements (each unlocked the first time it happens in an episode): "
+        + ", ".join(constants.achievements) + ".",
+        "collect_<item> is unlocked by collecting that item, place_<name> by placing it, make_<name> by "
+        "crafting it, eat_cow/eat_plant by eating, defeat_zombie/defeat_skeleton by killing one, "
+        "collect_drink by drinking water, wake_up by waking up after sleeping.",
+    ]
+    return "\n".join(lines)
+
+
+def achievement_requirements() -> dict[str, frozenset[str]]:
+    """Achievements that must come first for each achievement, from crafter's recipes.
+
+    An item needed by a recipe (a tool to collect, a material to place or craft, a placed table/furnace
+    nearby) maps to the achievement that first provides it (``collect_x``, ``make_x``, ``place_x``).
+    Survival achievements (eat, drink, sleep, fight) have no item prerequisites.
+    """
+    source: dict[str, str] = {}
+    for info in constants.collect.values():
+        for item in info["receive"]:
+            if f"collect_{item}" in constants.achievements:
+                source.setdefault(item, f"collect_{item}")
+    for name in constants.make:
+        source.setdefault(name, f"make_{name}")
+    for name in constants.place:
+        source.setdefault(name, f"place_{name}")
+    needs: dict[str, frozenset[str]] = {}
+    for achievement in constants.achievements:
+        kind, _, name = achievement.partition("_")
+        items: set[str] = set()
+        if kind == "collect":
+            for info in constants.collect.values():
+                if name in info["receive"]:
+                    items |= set(info["require"])
+        elif kind == "place" and name in constants.place:
+            items |= set(constants.place[name]["uses"])
+        elif kind == "make" and name in constants.make:
+            items |= set(constants.make[name]["uses"]) | set(constants.make[name]["nearby"])
+        elif achievement == "eat_plant":
+            items.add("plant")  # a placed sapling that has ripened
+        needs[achievement] = frozenset(source[i] for i in items if i in source and source[i] != achievement)
+    return needs
+
+
+def prerequisite_chain(goals: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Every achievement `goals` depend on, then the goals, in an order where prerequisites come first."""
+    needs = achievement_requirements()
+    order: list[str] = []
+
+    def visit(achievement: str, path: tuple[str, ...]) -> None:
+        if achievement in order:
+            return
+        if achievement in path:
+            raise ValueError(f"cyclic requirements through {achievement!r}")
+        for pre in sorted(needs[achievement]):
+            visit(pre, (*path, achievement))
+        order.append(achievement)
+
+    for goal in goals:
+        if goal not in needs:
+            raise ValueError(f"unknown achievement {goal!r}; known: {', '.join(constants.achievements)}")
+        visit(goal, ())
+    return tuple(order)

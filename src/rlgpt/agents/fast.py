@@ -1,0 +1,236 @@
+"""The fast agent: writes macro code for the coded sub-actions and the RL setup (reward, observation,
+macros, horizon).
+
+Code comes out of ```python blocks, never JSON strings. For each coded sub-action the agent samples
+`AgentConfig.samples` candidates (temperature > 0, seed + i), sends compiler diagnostics back to the model
+(`AgentConfig.repair_retries`), probes every candidate that compiles in seeded Crafter episodes
+(`rlgpt.macro.probe`) and keeps the best. The dense reward is compiled by the same compiler, dry-run on
+real Crafter and repaired the same way. Only the short setup fields go through a (small) JSON schema.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlgpt import prompts
+from rlgpt.agents.code import CodeResult, write_code
+from rlgpt.agents.common import describe_task, documentation, render_decomposition
+from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
+from rlgpt.config import AgentConfig
+from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.llm.client import LLMClient
+from rlgpt.llm.types import SamplingParams
+from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.diagnostics import MacroCompileError
+from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
+from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
+from rlgpt.macro.sandbox import MacroLimits
+
+ROLE = "fast"
+"""Accounting role of every fast-agent call (`llm/fast/*`)."""
+MACRO_REPAIR_HINT = ("Remember: an action is a string you yield (for example `yield \"do\"` or "
+                     "`yield \"place_table\"`), `game` has only the members in the API reference, and "
+                     "nothing can be imported.")
+"""Sent after a macro's diagnostics: the measured repeat offenders (imports, game.<action>() calls)."""
+REWARD_REPAIR_HINT = ("Remember: reward(game, prev) returns a number, never yields, uses only the members "
+                      "in the API reference, and cannot import anything.")
+"""Sent after the reward's diagnostics."""
+
+
+@dataclass
+class MacroCandidate:
+    """One sampled macro: its compile-and-repair history and, when it compiled, its probe."""
+
+    index: int
+    """Sample index (its sampling seed is `AgentConfig.seed + index`)."""
+    code: CodeResult
+    """Accepted code (or None) and every attempt with its diagnostics."""
+    probe: ProbeReport | None
+    """Probe of the compiled macro (None when it never compiled)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
+                "attempts": [a.to_dict() for a in self.code.attempts],
+                "probe": None if self.probe is None else self.probe.to_dict()}
+
+
+@dataclass
+class MacroChoice:
+    """All candidates for one coded sub-action and the one kept."""
+
+    subaction: SubAction
+    """The sub-action the macro implements."""
+    candidates: list[MacroCandidate] = field(default_factory=list)
+    """Every sample, in order."""
+    best: MacroCandidate | None = None
+    """The compiled candidate with the best probe (None when none compiled)."""
+
+    @property
+    def source(self) -> MacroSource | None:
+        """The kept macro's source."""
+        if self.best is None or self.best.code.code is None:
+            return None
+        return MacroSource(self.subaction.name, self.best.code.code, self.subaction.description)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"subaction": self.subaction.name, "best": None if self.best is None else self.best.index,
+                "candidates": [c.to_dict() for c in self.candidates]}
+
+
+@dataclass
+class FastResult:
+    """Everything one fast-agent pass produced: the reply for training plus the evidence behind it."""
+
+    reply: FastReply
+    """Macros, reward code, observation and horizon for training."""
+    macros: list[MacroChoice]
+    """Per coded sub-action: candidates, probes and the kept one."""
+    reward: CodeResult
+    """The reward's compile/dry-run/repair history."""
+    setup: FastSetup
+    """The model's structured setup reply."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the run directory)."""
+        return {"reply": self.reply.to_dict(), "macros": [m.to_dict() for m in self.macros],
+                "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts]},
+                "setup": self.setup.to_dict()}
+
+
+def goal_text(sub: SubAction) -> str:
+    """How the prompt states a sub-action's success condition."""
+    if not sub.goal:
+        return sub.description
+    kind = "achievement" if Goal.parse(sub.goal).kind == "achievement" else "inventory item"
+    return f"the {kind} count of {sub.goal!r} goes up by at least 1 (then return)"
+
+
+class FastAgent:
+    """Writes, repairs, probes and selects macro code; writes the dense reward and the RL setup."""
+
+    def __init__(self, client: LLMClient, config: AgentConfig | None = None,
+                 limits: MacroLimits | None = None) -> None:
+        """Args: client: the LLM; config: agent knobs; limits: sandbox limits for macros and reward."""
+        self.client = client
+        self.config = config or AgentConfig()
+        self.limits = limits
+        self._env: CrafterEnv | None = None
+
+    @property
+    def env(self) -> CrafterEnv:
+        """The Crafter env probes and dry runs use (built on first use; reset per seed)."""
+        if self._env is None:
+            self._env = CrafterEnv(length=None)
+        return self._env
+
+    def _sampling(self, index: int) -> SamplingParams:
+        return SamplingParams(temperature=self.config.temperature, top_p=0.95,
+                              max_tokens=self.config.code_max_tokens, seed=self.config.seed + index)
+
+    # -- macros ------------------------------------------------------------------------------------
+
+    def macro_messages(self, task: str, sub: SubAction, feedback: str = "none") -> list[dict[str, str]]:
+        """The prompt asking for sub-action `sub`'s macro."""
+        return prompts.render("fast", **documentation(), task=describe_task(task), name=sub.name,
+                              description=sub.description, goal=goal_text(sub), feedback=feedback or "none")
+
+    def compile_macro_code(self, name: str, code: str) -> CompiledMacro:
+        """The compile step of the repair loop (raises MacroCompileError)."""
+        return compile_macro(MacroSource(name, code), self.limits)
+
+    def probe(self, compiled: CompiledMacro, goal: str) -> ProbeReport:
+        """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none)."""
+        cfg = self.config
+        return probe_macro(compiled, seeds=cfg.probe_seeds, calls_per_episode=cfg.probe_calls_per_episode,
+                           warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps,
+                           goal=goal or None, env=self.env)
+
+    def write_macro(self, task: str, sub: SubAction, feedback: str = "none") -> MacroChoice:
+        """Sample candidates for `sub`, repair compile errors, probe those that compile, keep the best."""
+        messages = self.macro_messages(task, sub, feedback)
+        choice = MacroChoice(sub)
+        for index in range(self.config.samples):
+            result = write_code(self.client, ROLE, messages, sub.name,
+                                lambda code: self.compile_macro_code(sub.name, code),
+                                sampling=self._sampling(index), retries=self.config.repair_retries,
+                                repair_hint=MACRO_REPAIR_HINT)
+            probe = self.probe(result.compiled, sub.goal) if result.compiled is not None else None
+            choice.candidates.append(MacroCandidate(index, result, probe))
+        probed = [c for c in choice.candidates if c.probe is not None]
+        if probed:
+            # Best probe score; among equals the earliest sample.
+            choice.best = max(probed, key=lambda c: (c.probe.score(), -c.index))  # type: ignore[union-attr]
+        return choice
+
+    # -- reward ------------------------------------------------------------------------------------
+
+    def check_reward(self, code: str) -> CompiledFunction:
+        """Compile the reward and dry-run it on real Crafter; a runtime failure is raised as a
+        MacroCompileError so that the repair loop sends it back like a compile error."""
+        compiled = compile_reward(code, self.limits)
+        steps = self.config.reward_dry_run_steps
+        if steps:
+            env = DenseRewardWrapper(self.env, compiled, seed=self.config.seed)
+            env.reset(seed=self.config.seed)
+            moves = random.Random(self.config.seed)
+            for _ in range(steps):
+                _, _, terminated, truncated, _ = env.step(moves.randrange(len(ACTION_NAMES)))
+                if env.diagnostics:
+                    raise MacroCompileError(REWARD_ENTRY, (env.diagnostics[0],))
+                if terminated or truncated:
+                    break
+        return compiled
+
+    def write_reward(self, task: str, decomposition: Decomposition | None,
+                     feedback: str = "none") -> CodeResult:
+        """Ask for ``def reward(game, prev)``; compile, dry-run and repair it."""
+        messages = prompts.render("fast_reward", **documentation(), task=describe_task(task),
+                                  decomposition=render_decomposition(decomposition),
+                                  feedback=feedback or "none")
+        return write_code(self.client, ROLE, messages, REWARD_ENTRY, self.check_reward,
+                          sampling=self._sampling(0), retries=self.config.repair_retries,
+                          repair_hint=REWARD_REPAIR_HINT)
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def write_setup(self, task: str, decomposition: Decomposition | None, macro_names: list[str],
+                    feedback: str = "none") -> FastSetup:
+        """Ask for horizon, observation parts and macros (a small JSON schema, names limited to those
+        offered)."""
+        schema = prompts.schema_for_role("fast_setup")
+        macros = schema["properties"]["macros"]
+        if macro_names:
+            macros["items"] = {"type": "string", "enum": list(macro_names)}
+        else:
+            macros["maxItems"] = 0
+        env_rules = documentation()["env_rules"]
+        messages = prompts.render("fast_setup", env_rules=env_rules, task=describe_task(task),
+                                  decomposition=render_decomposition(decomposition),
+                                  macros=", ".join(macro_names) or "(none)", feedback=feedback or "none")
+        data = self.client.structured(ROLE, messages, schema, sampling=SamplingParams(
+            temperature=0.0, max_tokens=self.config.json_max_tokens, seed=self.config.seed))
+        return FastSetup.from_dict(data)
+
+    # -- everything --------------------------------------------------------------------------------
+
+    def run(self, task: str, decomposition: Decomposition, feedback: str = "none") -> FastResult:
+        """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
+
+        The reply's macros are every kept macro the setup lists plus every kept macro whose probe reached
+        its goal at least once (a good macro is not dropped because a small model left it out of a list).
+        A reward that never passed its checks is left out (``reward_code == ""``) rather than trained with.
+        """
+        choices = [self.write_macro(task, s, feedback) for s in decomposition.subactions if s.how == "code"]
+        kept = {c.subaction.name: c for c in choices if c.source is not None}
+        reward = self.write_reward(task, decomposition, feedback)
+        setup = self.write_setup(task, decomposition, list(kept), feedback)
+        chosen = [name for name, c in kept.items()
+                  if name in setup.macros or (c.best is not None and c.best.probe is not None
+                                              and (c.best.probe.goal_rate or 0.0) > 0.0)]
+        reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
+                          reward.code or "", setup.observation, setup.horizon)
+        return FastResult(reply, choices, reward, setup)

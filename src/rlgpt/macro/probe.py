@@ -1,0 +1,210 @@
+"""Probe a compiled macro in a few seeded Crafter episodes, recording the state before and after each call.
+
+This is the environment judging candidate code before any training (the paper's critic "observes the
+environment before and after each action"): each call records position, inventory change, achievements
+unlocked, the outcome kind, steps and the diagnostic, and the report says how often the macro returned
+and, given a goal, how often the goal's counter went up. Everything is deterministic given the seeds
+(world, the warm-up moves and the macro's own `game.random`), and serialises to JSON for the run directory
+and the critic's prompt.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from crafter import constants
+
+from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.api import ACTION_NAMES, GameAPI
+from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.runtime import run_macro
+
+_MOVES = tuple(ACTION_NAMES.index(a) for a in ("move_left", "move_right", "move_up", "move_down"))
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a sub-action should achieve: one inventory item or achievement counter going up."""
+
+    kind: str
+    """"item" or "achievement"."""
+    name: str
+    """The inventory item (e.g. "wood") or achievement (e.g. "place_table")."""
+
+    @classmethod
+    def parse(cls, text: str) -> Goal:
+        """An achievement name ("collect_wood") or an inventory item name ("wood")."""
+        if text in constants.achievements:
+            return cls("achievement", text)
+        if text in constants.items:
+            return cls("item", text)
+        raise ValueError(f"goal {text!r} is neither a Crafter achievement nor an inventory item")
+
+    def reached(self, before: ProbeState, after: ProbeState) -> bool:
+        """Whether the counter went up between the two states."""
+        table = "inventory" if self.kind == "item" else "achievements"
+        return getattr(after, table).get(self.name, 0) > getattr(before, table).get(self.name, 0)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ProbeState:
+    """The player's state at one moment (inventory/achievements counts, non-zero entries only)."""
+
+    pos: tuple[int, int]
+    """Player position (x, y)."""
+    inventory: dict[str, int]
+    """Non-zero inventory counts."""
+    achievements: dict[str, int]
+    """Non-zero achievement counts."""
+
+    @classmethod
+    def of(cls, game: GameAPI) -> ProbeState:
+        """Capture `game`'s state now."""
+        return cls(game.pos, {k: v for k, v in game.inventory.items() if v},
+                   {k: v for k, v in game.achievements.items() if v})
+
+
+@dataclass(frozen=True)
+class ProbeCall:
+    """One macro invocation in a probe episode."""
+
+    seed: int
+    """Episode seed."""
+    call: int
+    """Index of the call within the episode."""
+    before: ProbeState
+    """State before the call."""
+    after: ProbeState
+    """State after the call."""
+    inventory_diff: dict[str, int]
+    """Inventory changes (after - before), non-zero only."""
+    unlocked: tuple[str, ...]
+    """Achievements whose counter went up during the call."""
+    outcome: str
+    """`MacroResult.outcome`: success, episode_end or a failure kind."""
+    steps: int
+    """Primitive steps the call took."""
+    diagnostic: str | None
+    """The failure, formatted, or None."""
+    reached_goal: bool | None
+    """Whether the goal was reached (None without a goal)."""
+
+    def line(self) -> str:
+        """One compact line for prompts."""
+        diff = ", ".join(f"{k}{v:+d}" for k, v in self.inventory_diff.items()) or "no change"
+        goal = "" if self.reached_goal is None else f" goal={'yes' if self.reached_goal else 'no'}"
+        diag = f" | {self.diagnostic}" if self.diagnostic else ""
+        unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
+        return (f"seed {self.seed} call {self.call}: {self.outcome} in {self.steps} steps, "
+                f"pos {self.before.pos}->{self.after.pos}, inventory {diff}{unlocked}{goal}{diag}")
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """All calls of one macro's probe and their summary."""
+
+    macro: str
+    """Macro name."""
+    goal: str | None
+    """The goal probed for, or None."""
+    calls: tuple[ProbeCall, ...]
+    """Every call, in order."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """Count per outcome kind."""
+
+    @property
+    def success_rate(self) -> float:
+        """Share of calls that ended by returning."""
+        return self.outcomes.get("success", 0) / len(self.calls) if self.calls else 0.0
+
+    @property
+    def goal_rate(self) -> float | None:
+        """Share of calls that reached the goal (None without a goal)."""
+        if self.goal is None or not self.calls:
+            return None
+        return sum(bool(c.reached_goal) for c in self.calls) / len(self.calls)
+
+    @property
+    def mean_steps(self) -> float:
+        """Mean primitive steps per call."""
+        return sum(c.steps for c in self.calls) / len(self.calls) if self.calls else 0.0
+
+    def score(self) -> tuple[float, float, float]:
+        """Sort key, higher is better: goal rate, then success rate, then fewer steps."""
+        return (self.goal_rate or 0.0, self.success_rate, -self.mean_steps)
+
+    def summary(self) -> str:
+        """One line: rates and outcome counts."""
+        goal = "" if self.goal_rate is None else f"goal {self.goal} reached {self.goal_rate:.0%}, "
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items()))
+        return (f"macro {self.macro}: {len(self.calls)} calls, {goal}returned {self.success_rate:.0%}, "
+                f"mean {self.mean_steps:.1f} steps ({kinds})")
+
+    def render(self, max_calls: int = 6) -> str:
+        """Summary plus up to `max_calls` call lines (failures first), bounded for prompts."""
+        calls = sorted(self.calls, key=lambda c: (c.reached_goal is not False and c.outcome == "success"))
+        lines = [self.summary(), *(f"  {c.line()}" for c in calls[:max_calls])]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, summary rates included."""
+        return {"macro": self.macro, "goal": self.goal, "outcomes": dict(self.outcomes),
+                "success_rate": self.success_rate, "goal_rate": self.goal_rate, "mean_steps": self.mean_steps,
+                "calls": [asdict(c) for c in self.calls]}
+
+
+def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, ...] = (0, 1, 2),
+                calls_per_episode: int = 1, warmup_steps: int = 0, max_steps: int = 64,
+                goal: Goal | str | None = None, env: CrafterEnv | None = None) -> ProbeReport:
+    """Run `macro` `calls_per_episode` times in one episode per seed and record every call.
+
+    Args:
+        macro: compiled macro or its source.
+        seeds: one episode per seed (world and warm-up moves follow the seed).
+        calls_per_episode: consecutive calls per episode (later calls start where the previous ended).
+        warmup_steps: random moves before each call, so calls start in varied states.
+        max_steps: primitive step bound per call (as in training).
+        goal: counter that should go up per call ("wood", "collect_wood", "place_table", ...).
+        env: a CrafterEnv to reuse (it is reset per seed); a fresh one by default.
+    """
+    compiled = macro if isinstance(macro, CompiledMacro) else compile_macro(macro)
+    goal = Goal.parse(goal) if isinstance(goal, str) else goal
+    env = env or CrafterEnv(length=None)
+    calls: list[ProbeCall] = []
+    outcomes: dict[str, int] = {}
+    for seed in seeds:
+        env.reset(seed=seed)
+        game = GameAPI(env.crafter, random.Random(seed))
+        moves = random.Random(seed + 10_007)
+        ended = False
+        for call in range(calls_per_episode):
+            for _ in range(warmup_steps):
+                _, _, terminated, truncated, _ = env.step(moves.choice(_MOVES))
+                if terminated or truncated:
+                    ended = True
+                    break
+            if ended:
+                break
+            before = ProbeState.of(game)
+            result = run_macro(env, compiled, game, gamma=1.0, max_steps=max_steps)
+            after = ProbeState.of(game)
+            diff = {k: after.inventory.get(k, 0) - before.inventory.get(k, 0)
+                    for k in sorted(set(before.inventory) | set(after.inventory))}
+            unlocked = tuple(k for k in sorted(after.achievements)
+                             if after.achievements[k] > before.achievements.get(k, 0))
+            calls.append(ProbeCall(
+                seed=seed, call=call, before=before, after=after,
+                inventory_diff={k: v for k, v in diff.items() if v}, unlocked=unlocked,
+                outcome=result.outcome, steps=result.steps,
+                diagnostic=None if result.diagnostic is None else str(result.diagnostic),
+                reached_goal=None if goal is None else goal.reached(before, after),
+            ))
+            outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+            if result.terminated or result.truncated:
+                break
+    return ProbeReport(compiled.name, None if goal is None else str(goal), tuple(calls), outcomes)

@@ -1,0 +1,161 @@
+"""LLM-written dense reward code: compiled like macros, called after every primitive step, never raising.
+
+The fast agent writes ``def reward(game, prev): ... return <number>``. ``game`` is the same read-only
+`GameAPI` macros see (the state after the step); ``prev`` is a `GameSnapshot` of the state before the step
+(``prev.inventory``, ``prev.achievements``, ``prev.pos``, ``prev.health``, ...). The code is compiled by
+`compile_function` (the macro compiler's allow-list, instrumentation and `MacroLimits`); every failure
+while it runs (exception, fuel, timeout, a value that is not a finite number) becomes a `Diagnostic` and a
+dense reward of 0 for that step.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import gymnasium
+
+from rlgpt.macro.api import GameAPI
+from rlgpt.macro.compiler import CompiledFunction, compile_function
+from rlgpt.macro.diagnostics import Diagnostic, describe_exception, locate, make_diagnostic
+from rlgpt.macro.runtime import find_crafter
+from rlgpt.macro.sandbox import MacroAbort, MacroLimits
+
+REWARD_ENTRY = "reward"
+"""Name of the dense reward function the fast agent writes."""
+REWARD_SIGNATURE = "def reward(game, prev):"
+"""Its signature, as shown to the model."""
+
+
+@dataclass(frozen=True)
+class GameSnapshot:
+    """Read-only copy of the player's state at one step (``prev`` in reward code)."""
+
+    pos: tuple[int, int]
+    """Player position (x, y)."""
+    facing: tuple[int, int]
+    """Facing direction."""
+    inventory: Mapping[str, int]
+    """Inventory counts, incl. health/food/drink/energy."""
+    achievements: Mapping[str, int]
+    """Achievement counts."""
+    health: int
+    """Health points."""
+    food: int
+    """Food points."""
+    drink: int
+    """Drink points."""
+    energy: int
+    """Energy points."""
+    sleeping: bool
+    """Whether the player sleeps."""
+    daylight: float
+    """Daylight in [0, 1]."""
+
+    @classmethod
+    def of(cls, game: GameAPI) -> GameSnapshot:
+        """Snapshot the state `game` shows now."""
+        inventory = game.inventory
+        return cls(game.pos, game.facing, MappingProxyType(dict(inventory)),
+                   MappingProxyType(dict(game.achievements)), inventory["health"], inventory["food"],
+                   inventory["drink"], inventory["energy"], game.sleeping, game.daylight)
+
+
+def compile_reward(source: str, limits: MacroLimits | None = None) -> CompiledFunction:
+    """Compile ``def reward(game, prev)``; raises `MacroCompileError` with every problem."""
+    return compile_function(source, REWARD_ENTRY, 2, limits)
+
+
+class RewardFunction:
+    """A compiled reward, callable once per step; returns ``(value, diagnostic)`` and never raises."""
+
+    def __init__(self, compiled: CompiledFunction) -> None:
+        self.compiled = compiled
+        self._guard = compiled.new_guard()
+        self._func: Any = None
+        self.load_failure: Diagnostic | None = None
+        """Why the module body itself failed (then every call gives 0 with this diagnostic)."""
+        try:
+            self._func = compiled.load(self._guard)
+        except (Exception, MacroAbort) as exc:
+            self.load_failure = self._diagnostic(exc)
+
+    def _diagnostic(self, exc: BaseException) -> Diagnostic:
+        if self._guard.failure is not None:
+            return self._guard.failure
+        if isinstance(exc, MacroAbort):
+            return exc.diagnostic
+        line, col = locate(exc.__traceback__, self.compiled.filename)
+        kind = "recursion" if isinstance(exc, RecursionError) else \
+            "memory" if isinstance(exc, MemoryError) else "exception"
+        return make_diagnostic(kind, describe_exception(exc), self.compiled.source, line, col)
+
+    def __call__(self, game: GameAPI, prev: GameSnapshot) -> tuple[float, Diagnostic | None]:
+        """The dense reward for the step ``prev -> game`` (0.0 and a diagnostic on any failure)."""
+        if self.load_failure is not None:
+            return 0.0, self.load_failure
+        guard = self._guard
+        # One guard per function, reset per call: fuel, depth and the clock are per call.
+        guard.failure = None
+        guard.fuel_used = 0
+        guard.depth = 0
+        guard.arm()
+        try:
+            value = self._func(game, prev)
+        except (Exception, MacroAbort) as exc:
+            return 0.0, self._diagnostic(exc)
+        if type(value) is bool or not isinstance(value, int | float) or not math.isfinite(value):
+            scalar = isinstance(value, int | float | str | type(None))
+            shown = repr(value)[:60] if scalar else type(value).__name__
+            return 0.0, make_diagnostic("exception", f"reward() returned {shown}; return a finite number",
+                                        self.compiled.source, None, None)
+        return float(value), None
+
+
+class DenseRewardWrapper(gymnasium.Wrapper):
+    """Adds ``scale * reward(game, prev)`` to every primitive step's reward (below any macro wrapper, so
+    steps inside a macro are shaped too). ``info["dense_reward"]`` holds the step's value; a failing step
+    adds ``info["dense_reward_diagnostic"]`` (a dict) and is kept in ``diagnostics`` for the critic."""
+
+    def __init__(self, env: gymnasium.Env, reward: CompiledFunction | str, scale: float = 1.0,
+                 limits: MacroLimits | None = None, seed: int | None = None,
+                 keep_diagnostics: int = 32) -> None:
+        super().__init__(env)
+        compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
+        self.reward_fn = RewardFunction(compiled)
+        self.scale = scale
+        self.game = GameAPI(find_crafter(env), random.Random(seed))
+        self.errors = 0
+        """Failed reward calls over the wrapper's lifetime."""
+        self.calls = 0
+        """Reward calls over the wrapper's lifetime."""
+        self.diagnostics: deque[Diagnostic] = deque(maxlen=keep_diagnostics)
+        """Most recent failures."""
+        self._prev: GameSnapshot | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and snapshot the first state."""
+        out = self.env.reset(**kwargs)
+        self._prev = GameSnapshot.of(self.game)
+        return out
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One primitive step plus its dense reward."""
+        if self._prev is None:
+            raise RuntimeError("DenseRewardWrapper.step called before reset()")
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        value, diagnostic = self.reward_fn(self.game, self._prev)
+        self._prev = GameSnapshot.of(self.game)
+        self.calls += 1
+        info = dict(info)
+        info["dense_reward"] = self.scale * value
+        if diagnostic is not None:
+            self.errors += 1
+            self.diagnostics.append(diagnostic)
+            info["dense_reward_diagnostic"] = diagnostic.to_dict()
+        return obs, float(reward) + self.scale * value, terminated, truncated, info

@@ -1,0 +1,69 @@
+"""Probing macros on real Crafter: per-call before/after records, goal rates, determinism, JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.probe import Goal, probe_macro
+
+CHOP = """
+def chop(game):
+    start = game.inventory["wood"]
+    while game.inventory["wood"] <= start:
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            yield game.step_toward(tree)
+"""
+
+
+@pytest.fixture(scope="module")
+def env() -> CrafterEnv:
+    return CrafterEnv(length=None)
+
+
+def test_working_macro_reaches_its_goal_and_records_before_after(env: CrafterEnv) -> None:
+    report = probe_macro(CHOP, seeds=(0, 1, 2), goal="wood", env=env)
+    assert len(report.calls) == 3 and report.goal == "wood"
+    assert report.goal_rate == 1.0 and report.success_rate == 1.0
+    for call in report.calls:
+        assert call.inventory_diff["wood"] == 1 and call.reached_goal
+        assert "collect_wood" in call.unlocked
+        assert call.before.inventory.get("wood", 0) == 0 and call.after.inventory["wood"] == 1
+        assert call.steps >= 1 and call.diagnostic is None
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["goal_rate"] == 1.0 and len(data["calls"]) == 3
+
+
+def test_probe_is_deterministic_and_warmup_varies_the_start(env: CrafterEnv) -> None:
+    a = probe_macro(CHOP, seeds=(4, 5), calls_per_episode=2, warmup_steps=5, goal="collect_wood", env=env)
+    b = probe_macro(CHOP, seeds=(4, 5), calls_per_episode=2, warmup_steps=5, goal="collect_wood", env=env)
+    assert a.to_dict() == b.to_dict()
+    cold = probe_macro(CHOP, seeds=(4, 5), goal="collect_wood", env=env)
+    assert [c.before.pos for c in a.calls[::2]] != [c.before.pos for c in cold.calls]
+    assert len(a.calls) == 4 and a.goal_rate == 1.0
+    assert a.calls[1].before.inventory["wood"] == a.calls[0].after.inventory["wood"] == 1
+
+
+def test_failures_are_recorded_as_outcomes_with_diagnostics(env: CrafterEnv) -> None:
+    idle = probe_macro("def idle(game):\n    while True:\n        yield 'noop'\n", seeds=(0, 1), max_steps=8,
+                       goal="wood", env=env)
+    assert idle.outcomes == {"max_steps": 2} and idle.goal_rate == 0.0
+    assert all("max_steps" in (c.diagnostic or "") for c in idle.calls)
+    boom = probe_macro("def boom(game):\n    yield 'noop'\n    x = {}['k']\n", seeds=(0,), env=env)
+    assert boom.outcomes == {"exception": 1} and "KeyError" in boom.calls[0].diagnostic
+    assert "line 3" in boom.calls[0].diagnostic and boom.goal_rate is None
+    assert "exception 1" in boom.render() and "seed 0 call 0: exception" in boom.render()
+
+
+def test_goal_parsing() -> None:
+    assert Goal.parse("place_table") == Goal("achievement", "place_table")
+    assert Goal.parse("sapling") == Goal("item", "sapling")
+    with pytest.raises(ValueError, match="neither"):
+        Goal.parse("gold")
