@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlgpt.macro.compiler import MacroSource, check_macro
 from rlgpt.macro.sandbox import MacroLimits
 
 IDIOMATIC = """
@@ -59,3 +60,10 @@ def test_api_reference_lists_every_member() -> None:
     for name in API_MEMBERS - {"actions", "materials", "object_kinds"}:
         assert f"game.{name}" in text
     assert "game.step_toward(pos: 'tuple[int, int]')" in text and "place_table" in text
+
+
+def test_an_action_called_as_a_game_method_says_to_yield_it() -> None:
+    source = "def m(game):\n    game.place_table()\n    yield 'noop'\n"
+    (problem,) = check_macro(MacroSource("m", source))
+    assert problem.kind == "forbidden_attribute" and problem.line == 2
+    assert "yield 'place_table'" in problem.message

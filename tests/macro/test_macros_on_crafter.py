@@ -146,3 +146,33 @@ def test_invalid_source_fails_in_constructor_with_diagnostics() -> None:
         make_env([COLLECT_WOOD, COLLECT_WOOD])
     with pytest.raises(ValueError, match="gamma"):
         make_env([COLLECT_WOOD], gamma=0.0)
+
+
+COLLECT_SAPLING = '''
+def collect_sapling(game):
+    """Hit the nearest grass until a sapling drops (crafter: 10% per hit on grass)."""
+    for attempt in range(200):
+        if game.item("sapling") > 0:
+            return
+        grass = game.nearest("grass")
+        if grass is None:
+            yield game.random_move()
+        elif game.is_facing(grass):
+            yield "do"
+        else:
+            step = game.step_toward(grass)
+            yield step if step is not None else game.random_move()
+'''
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nearest_material_is_never_the_players_own_tile(seed: int) -> None:
+    # The player stands on grass at the start; "the nearest grass" must be one it can face and hit.
+    env = MacroActionWrapper(CrafterEnv(seed=seed), [COLLECT_SAPLING], max_macro_steps=200, seed=seed)
+    env.reset(seed=seed)
+    game = env.game
+    assert game.pos not in game.find("grass")
+    assert game.distance(game.nearest("grass")) >= 1
+    assert game.nearby("grass", 0), "nearby() keeps crafter's rule, which counts the player's own tile"
+    _, _, _, _, info = env.step(env.n_primitive)
+    assert info["macro"]["outcome"] == "success", info["macro"]

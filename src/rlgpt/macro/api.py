@@ -31,10 +31,9 @@ from typing import Any
 import crafter
 from crafter import constants
 
+from rlgpt.envs.crafter import ACTION_NAMES  # a macro yields one of these (or its index) per step
 from rlgpt.macro.diagnostics import describe_value
 
-ACTION_NAMES: tuple[str, ...] = tuple(constants.actions)
-"""Crafter's primitive action names; a macro yields one of these (or its index) per step."""
 MATERIALS: tuple[str, ...] = tuple(constants.materials)
 """Material names a tile can have."""
 OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow", "plant", "fence")
@@ -265,15 +264,24 @@ class GameAPI:
         return self._free(*_pos(pos))
 
     def find(self, kind: str) -> tuple[tuple[int, int], ...]:
-        """Visible tiles holding a material or object of ``kind``, nearest (Manhattan) first."""
+        """Visible tiles holding a material or object of ``kind``, nearest (Manhattan) first.
+
+        The material under the player is left out: the player cannot face, walk to or act on its own tile,
+        so "the nearest grass" is a tile next to the player, never the one it stands on.
+        """
+        return self._find(kind, include_own_tile=False)
+
+    def _find(self, kind: str, include_own_tile: bool) -> tuple[tuple[int, int], ...]:
         self._refresh()
         kind = _kind(kind)
         (x0, y0), (w, h) = self._origin, self._size
+        px, py = self.pos
         if kind in OBJECT_KINDS:
             found = [p for p, k in self._objects.items() if k == kind]
         else:
             found = [(x0 + i, y0 + j) for i in range(w) for j in range(h) if self._tiles[i][j] == kind]
-        px, py = self.pos
+            if not include_own_tile:
+                found = [p for p in found if p != (px, py)]
         found.sort(key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p[1], p[0]))
         return tuple(found)
 
@@ -300,7 +308,9 @@ class GameAPI:
         if type(distance) is not int or not 0 <= distance <= 4:
             raise ValueError("distance must be an int in [0, 4]")
         (px, py) = self.pos
-        return any(abs(x - px) <= distance and abs(y - py) <= distance for x, y in self.find(kind))
+        # Crafter's own rule counts the area around the player including its tile.
+        found = self._find(kind, include_own_tile=True)
+        return any(abs(x - px) <= distance and abs(y - py) <= distance for x, y in found)
 
     def face(self, pos: tuple[int, int]) -> str:
         """The move action that turns the player toward an adjacent tile (moves onto it if walkable)."""

@@ -17,7 +17,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlgpt.macro.api import API_MEMBERS
+from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, describe_value, make_diagnostic
 from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, Guard, MacroLimits
 
@@ -399,6 +399,13 @@ class _Validator:
         elif node.attr.startswith("_"):
             self.add(
                 "forbidden_attribute", f"attributes starting with '_' are not allowed: .{node.attr}", node
+            )
+        elif node.attr in ACTION_NAMES:
+            # The most common mistake of small models: calling an action as a method of the game object.
+            self.add(
+                "forbidden_attribute",
+                f".{node.attr} is not a game method; actions are yielded as strings: yield {node.attr!r}",
+                node,
             )
         elif node.attr not in ALLOWED_ATTRIBUTES:
             self.add(
