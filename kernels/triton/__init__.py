@@ -4,7 +4,7 @@ tests under ``TRITON_INTERPRET=1``): importing this package needs ``triton``, an
 """
 
 from rlgpt.kernels.triton.gae import gae, normalize_advantages
-from rlgpt.kernels.triton.linear_act import MAX_LAYER_NORM_WIDTH, linear_act
+from rlgpt.kernels.triton.linear_act import linear_act
 from rlgpt.kernels.triton.ppo_loss import ppo_loss
 
-__all__ = ["MAX_LAYER_NORM_WIDTH", "gae", "linear_act", "normalize_advantages", "ppo_loss"]
+__all__ = ["gae", "linear_act", "normalize_advantages", "ppo_loss"]

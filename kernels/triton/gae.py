@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from rlgpt.kernels.reference import ADV_STD_MIN
+from rlgpt.kernels.triton import _alloc
 
 
 @triton.jit
@@ -117,7 +118,7 @@ _BLOCK = 1024
 def normalize_with_stats(x: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
     """``(x - mean) / std`` with the merged ``stats`` (one element-wise kernel)."""
     mean_std = combine_stats(stats)
-    out = torch.empty_like(x)
+    out = _alloc.empty(*x.shape, device=x.device)
     n = x.numel()
     _normalize_kernel[(triton.cdiv(n, _BLOCK),)](x, out, mean_std, n, BLOCK=_BLOCK)
     return out
@@ -140,9 +141,9 @@ def gae(
     n_env, n_steps = rewards.shape
     rewards, dones, values, valids = _f32(rewards), _f32(dones), _f32(values), _f32(valids)
     disc = _f32(discounts) if discounts is not None else rewards
-    adv = torch.empty_like(rewards)
-    ret = torch.empty_like(rewards)
-    stats = torch.empty((n_env, 3), device=rewards.device, dtype=torch.float32) if normalize else adv
+    adv = _alloc.empty(n_env, n_steps, device=rewards.device)
+    ret = _alloc.empty(n_env, n_steps, device=rewards.device)
+    stats = _alloc.empty(n_env, 3, device=rewards.device) if normalize else adv
     grid = (triton.cdiv(n_env, _BLOCK_E),)
     _gae_kernel[grid](
         rewards, dones, values, valids, disc, adv, ret, stats, n_env, n_steps, float(gamma), float(lam),
@@ -158,7 +159,7 @@ def normalize_advantages(adv: torch.Tensor, valids: torch.Tensor | None = None) 
     x = _f32(adv)
     n = x.numel()
     n_blocks = triton.cdiv(n, _BLOCK)
-    stats = torch.empty((n_blocks, 3), device=x.device, dtype=torch.float32)
+    stats = _alloc.empty(n_blocks, 3, device=x.device)
     v = _f32(valids) if valids is not None else x
     _block_stats_kernel[(n_blocks,)](x, v, stats, n, HAS_VALID=valids is not None, BLOCK=_BLOCK)
     return normalize_with_stats(x, stats).view(adv.shape)

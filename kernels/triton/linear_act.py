@@ -19,10 +19,9 @@ import triton
 import triton.language as tl
 
 from rlgpt.kernels.reference import ACTIVATIONS
+from rlgpt.kernels.triton import _alloc
 
 _ACT_IDS = {name: i for i, name in enumerate(ACTIVATIONS)}
-MAX_LAYER_NORM_WIDTH = 4096
-"""LayerNorm needs a whole row in one program; wider layers are not fused (the dispatcher checks)."""
 
 
 @triton.jit
@@ -137,7 +136,9 @@ def _precision() -> str:
 
 def _blocks(n: int, layer_norm: bool) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N): LayerNorm needs the whole row; otherwise 64-wide column tiles."""
-    block_n = max(16, triton.next_power_of_2(n)) if layer_norm else min(64, max(16, triton.next_power_of_2(n)))
+    block_n = (
+        max(16, triton.next_power_of_2(n)) if layer_norm else min(64, max(16, triton.next_power_of_2(n)))
+    )
     # Keep a tile at <= 8k fp32 accumulators so wide LayerNorm rows still fit in registers.
     block_m = max(16, min(64, 8192 // block_n))
     return block_m, block_n
@@ -156,9 +157,9 @@ def linear_act_forward(
     """Launch the forward on a 2-D ``x``; returns ``(y, x_hat, rstd)`` (the last two only with LayerNorm)."""
     m, k = x.shape
     n = weight.shape[0]
-    y = torch.empty((m, n), device=x.device, dtype=torch.float32)
-    xhat = torch.empty((m, n), device=x.device, dtype=torch.float32) if layer_norm else None
-    rstd = torch.empty((m,), device=x.device, dtype=torch.float32) if layer_norm else None
+    y = _alloc.empty(m, n, device=x.device)
+    xhat = _alloc.empty(m, n, device=x.device) if layer_norm else None
+    rstd = _alloc.empty(m, device=x.device) if layer_norm else None
     block_m, block_n = _blocks(n, layer_norm)
     block_k = 32
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
@@ -186,12 +187,12 @@ def linear_act_backward_dz(
     m, n = y.shape
     block_m, block_n = _blocks(n, layer_norm)
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
-    dz = torch.empty((m, n), device=y.device, dtype=torch.float32)
+    dz = _alloc.empty(m, n, device=y.device)
     # Per-row-block partial column sums, reduced by torch: deterministic, no atomics.
-    db_part = torch.empty((grid[0], n), device=y.device, dtype=torch.float32)
+    db_part = _alloc.empty(grid[0], n, device=y.device)
     ln_affine = layer_norm and ln_weight is not None
-    dg_part = torch.empty_like(db_part) if ln_affine else None
-    dbeta_part = torch.empty_like(db_part) if ln_affine else None
+    dg_part = _alloc.empty(grid[0], n, device=y.device) if ln_affine else None
+    dbeta_part = _alloc.empty(grid[0], n, device=y.device) if ln_affine else None
     _linear_act_bwd_kernel[grid](
         dy, y, xhat if layer_norm else y, rstd if layer_norm else y, ln_weight if ln_affine else y,
         dz, db_part, dg_part if ln_affine else db_part, dbeta_part if ln_affine else db_part,

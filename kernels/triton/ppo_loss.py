@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from rlgpt.kernels.reference import RATIO_MAX, RATIO_MIN
+from rlgpt.kernels.triton import _alloc
 
 
 @triton.jit
@@ -70,7 +71,9 @@ def _ppo_loss_kernel(
         g_sq = 2.0 * err
         in_vclip = (dv >= -clip_value) & (dv <= clip_value)
         g_sq_clipped = tl.where(in_vclip, 2.0 * err_clipped, 0.0)
-        g_v = tl.where(sq > sq_clipped, g_sq, tl.where(sq < sq_clipped, g_sq_clipped, 0.5 * (g_sq + g_sq_clipped)))
+        g_v = tl.where(
+            sq > sq_clipped, g_sq, tl.where(sq < sq_clipped, g_sq_clipped, 0.5 * (g_sq + g_sq_clipped))
+        )
         tl.store(glp_ptr + offs, g_lp, mask=mask)
         tl.store(gv_ptr + offs, g_v * w, mask=mask)
 
@@ -103,9 +106,9 @@ class PPOLossFunction(torch.autograd.Function):
         lp = _f32(log_prob)
         grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[3]
         n_blocks = triton.cdiv(n, _BLOCK)
-        part = torch.empty((n_blocks, 3), device=lp.device, dtype=torch.float32)
-        g_lp = torch.empty_like(lp) if grad else lp
-        g_v = torch.empty_like(lp) if grad else lp
+        part = _alloc.empty(n_blocks, 3, device=lp.device)
+        g_lp = _alloc.empty(n, device=lp.device) if grad else lp
+        g_v = _alloc.empty(n, device=lp.device) if grad else lp
         clip_high = 1.0 + clip_ratio
         _ppo_loss_kernel[(n_blocks,)](
             lp, _f32(old_log_prob), _f32(advantages), _f32(values), _f32(old_values), _f32(targets),
@@ -127,7 +130,11 @@ class PPOLossFunction(torch.autograd.Function):
     def backward(ctx, d_policy: torch.Tensor, d_value: torch.Tensor):  # type: ignore[override]
         g_lp, g_v, count = ctx.saved_tensors
         d_lp = (g_lp * (d_policy / count)).view(ctx.shapes[0]) if ctx.needs_input_grad[0] else None
-        d_v = (g_v * (d_value * ctx.value_loss_coeff / count)).view(ctx.shapes[1]) if ctx.needs_input_grad[3] else None
+        d_v = (
+            (g_v * (d_value * ctx.value_loss_coeff / count)).view(ctx.shapes[1])
+            if ctx.needs_input_grad[3]
+            else None
+        )
         return d_lp, None, None, d_v, None, None, None, None, None, None
 
 
