@@ -85,8 +85,8 @@ def _kernels(on_cpu: bool) -> ModuleType:
     if on_cpu:
         from triton.runtime.interpreter import InterpretedFunction
 
-        from rlgpt.kernels.triton import linear_act as module
-
+        # importlib, not ``from ... import linear_act``: the package re-exports a function of that name.
+        module = importlib.import_module("rlgpt.kernels.triton.linear_act")
         if not isinstance(module._linear_act_fwd_kernel, InterpretedFunction):
             raise RuntimeError(
                 "Triton kernels on CPU tensors run only under the interpreter: set TRITON_INTERPRET=1 "
