@@ -204,8 +204,8 @@ def test_ppo_loss_matches_reference(nan_buffers, n, valid_mode):
 
 
 def test_ppo_loss_ties_split_gradients_like_autograd(nan_buffers):
-    """Ratios inside the clip range and values inside clip_value make min/max operands equal: torch
-    splits the gradient in halves there, and so must the kernel."""
+    """Ratios inside the clip range and values inside clip_value make every min/max operand pair equal
+    (torch splits the gradient in halves there); the kernel's gradients must agree on this all-tie batch."""
     n = 16
     lp = torch.zeros(n, requires_grad=True)
     old_lp = torch.zeros(n)
