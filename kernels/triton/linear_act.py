@@ -221,6 +221,11 @@ class LinearActFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
+        ctx.has_ln_weight, ctx.has_ln_bias = ln_weight is not None, ln_bias is not None
+        if layer_norm and (ln_weight is None) != (ln_bias is None):  # one affine part: the other is neutral
+            n = weight.shape[0]
+            ln_weight = ln_weight if ln_weight is not None else weight.new_ones(n)
+            ln_bias = ln_bias if ln_bias is not None else weight.new_zeros(n)
         y, xhat, rstd = linear_act_forward(x2, weight, bias, act, ln_weight, ln_bias, eps, layer_norm)
         ctx.save_for_backward(x2, weight, y, xhat, rstd, ln_weight)
         ctx.act, ctx.layer_norm, ctx.has_bias, ctx.lead = act, layer_norm, bias is not None, lead
@@ -235,6 +240,8 @@ class LinearActFunction(torch.autograd.Function):
         dz, db, dg, dbeta = linear_act_backward_dz(dy2, y, xhat, rstd, ln_weight, ctx.act, ctx.layer_norm)
         dx = (dz @ weight).view(*ctx.lead, x2.shape[-1]) if ctx.needs_input_grad[0] else None
         dw = dz.t() @ x2 if ctx.needs_input_grad[1] else None
+        dg = dg if ctx.has_ln_weight else None
+        dbeta = dbeta if ctx.has_ln_bias else None
         return dx, dw, db if ctx.has_bias else None, dg, dbeta, None, None, None
 
 

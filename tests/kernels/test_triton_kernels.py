@@ -70,6 +70,23 @@ def test_linear_act_without_bias_or_ln_affine_and_3d_input(nan_buffers):
     _close(dw, dw_ref, atol=1e-4)
 
 
+@pytest.mark.parametrize("affine", ["weight_only", "bias_only"])
+def test_linear_act_layernorm_with_one_affine_part(nan_buffers, affine):
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 10, generator=gen).requires_grad_()
+    weight = torch.randn(6, 10, generator=gen).requires_grad_()
+    part = torch.randn(6, generator=gen).requires_grad_()
+    ln = (part, None) if affine == "weight_only" else (None, part)
+    y = nan_buffers.linear_act(x, weight, None, "relu", *ln, 1e-5, True)
+    grads = torch.autograd.grad(y.sum(), (x, weight, part))
+    x64, w64, p64 = _f64(x, weight, part)
+    ln64 = (p64, None) if affine == "weight_only" else (None, p64)
+    y_ref = reference.linear_act(x64, w64, None, "relu", *ln64, 1e-5, True)
+    _close(y, y_ref)
+    for g, g_ref in zip(grads, torch.autograd.grad(y_ref.sum(), (x64, w64, p64)), strict=True):
+        _close(g, g_ref, atol=1e-4)
+
+
 def test_linear_act_grad_only_for_weights(nan_buffers):
     """A frozen input (no grad) must not get one, and the weight gradient must still be right."""
     x = torch.randn(4, 8)
