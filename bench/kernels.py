@@ -5,7 +5,10 @@ Run: ``OMP_NUM_THREADS=1 python bench/kernels.py [--batches 1024,2048,4096] [--n
 The same script runs unchanged on a GPU host and on this CPU box:
 
 - CUDA + triton: eager PyTorch, ``torch.compile`` (of an ``nn.Module`` subclass) and the Triton kernels
-  (``rlgpt.kernels.triton``), batch 1k-64k by default.
+  (``rlgpt.kernels.triton``), batch 1k-64k by default. For the linear layers ``triton`` is cuBLAS's GEMM
+  + the fused Triton epilogue and ``triton_gemm`` the GEMM in Triton as well: their ratio decides
+  ``rlgpt.kernels.dispatch.CUDA_LINEAR_GEMM``. The matmul precision is torch's default ("highest", no
+  TF32); ``--tf32`` allows TF32 for torch and Triton alike.
 - CPU: the CPU candidates of :mod:`rlgpt.kernels.cpu` (eager, fused torch ops, ``torch.compile``, numba
   for GAE), batch 1k-4k by default; Triton is skipped with a line saying why. These numbers choose
   ``rlgpt.kernels.cpu.CPU_CHOICE``.
@@ -143,11 +146,21 @@ def main() -> None:
     parser.add_argument("--batches", default=None, help="comma-separated batch sizes (samples)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile candidates")
+    parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls (torch and Triton)")
+    parser.add_argument(
+        "--interpret",
+        action="store_true",
+        help="CPU smoke test of the Triton rows under TRITON_INTERPRET=1 (tiny batches; timings meaningless)",
+    )
     args = parser.parse_args()
+    if args.interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are imported (in main, below)
+    if args.tf32:
+        torch.set_float32_matmul_precision("high")
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    use_triton = cuda and dispatch.triton_available()
+    use_triton = (cuda or args.interpret) and dispatch.triton_available()
     default_batches = "1024,4096,16384,65536" if cuda else "1024,2048,4096"
     batches = [int(b) for b in (args.batches or default_batches).split(",")]
     name = (
@@ -155,7 +168,11 @@ def main() -> None:
         if cuda
         else f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
     )
-    print(f"device: {name}; torch {torch.__version__}; load average at start: {os.getloadavg()}")
+    precision = torch.get_float32_matmul_precision()
+    print(f"device: {name}; torch {torch.__version__}; fp32 matmul precision {precision}")
+    print(f"load average at start: {os.getloadavg()}")
+    if args.interpret:
+        print("Triton kernels: run by the interpreter on the CPU (a smoke test; their timings mean nothing)")
     if not use_triton:
         why = "no CUDA device" if not cuda else "triton is not installed"
         print(f"Triton kernels: skipped ({why}); comparing the CPU candidates of rlgpt.kernels.cpu")
@@ -171,9 +188,9 @@ def main() -> None:
     def comp_ppo(lp, old_lp, adv, v, old_v, tgt, valids, *_):
         return compiled_ppo(lp, old_lp, adv, v, old_v, tgt, valids)
 
-    print(f"{'op':<8} {'batch':>6} {'candidate':<10} {'ms/call':>9} {'speedup':>9}")
+    print(f"{'op':<8} {'batch':>6} {'candidate':<11} {'ms/call':>9} {'speedup':>9}")
     for batch in batches:
-        inner = max(1, (8 if cuda else 2) * 4096 // batch)
+        inner = 1 if args.interpret else max(1, (8 if cuda else 2) * 4096 // batch)
         rows: list[tuple[str, dict[str, Callable[[], object]]]] = []
         for op, (k, n, ln) in {
             "fuse": (FUSE_IN, HIDDEN, False),
@@ -186,8 +203,9 @@ def main() -> None:
                 cands["fused_ops"] = step(cpu.linear_act_fused_ops)
             if not args.no_compile:
                 cands["compiled"] = step(comp_linear)
-            if use_triton:
-                cands["triton"] = step(kernels.linear_act)
+            if use_triton:  # cuBLAS GEMM + fused Triton epilogue, and the GEMM in Triton too
+                cands["triton"] = step(functools.partial(kernels.linear_act, gemm="torch"))
+                cands["triton_gemm"] = step(functools.partial(kernels.linear_act, gemm="triton"))
             rows.append((op, cands))
         sf, gstep, gae_inputs = gae_case(batch, device)
         cands = {"sf": sf, "eager": gstep(reference.gae)}
@@ -208,11 +226,11 @@ def main() -> None:
         for op, cands in rows:
             if "compiled" in cands:  # first call compiles: report it, keep it out of the timings
                 compile_ms = 1e3 * _compile_seconds(cands["compiled"], device)
-                print(f"{op:<8} {batch:>6} {'(compile)':<10} {compile_ms:>9.0f}")
+                print(f"{op:<8} {batch:>6} {'(compile)':<11} {compile_ms:>9.0f}")
             times = measure(cands, device, args.rounds, inner)
             first = next(iter(times.values()))
             for cand, seconds in times.items():
-                print(f"{op:<8} {batch:>6} {cand:<10} {1e3 * seconds:>9.3f} {first / seconds:>8.2f}x")
+                print(f"{op:<8} {batch:>6} {cand:<11} {1e3 * seconds:>9.3f} {first / seconds:>8.2f}x")
     print(f"load average at end: {os.getloadavg()}")
 
 

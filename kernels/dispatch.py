@@ -31,6 +31,13 @@ BACKENDS = ("auto", "torch", "triton")
 ENV_VAR = "RLGPT_KERNELS"
 MAX_LAYER_NORM_WIDTH = 4096
 """The fused LayerNorm keeps a whole row in one Triton program; wider layers run in PyTorch."""
+CUDA_LINEAR_GEMM = "torch"
+"""Who runs the forward GEMM of the fused linear layer on CUDA: ``"torch"`` (cuBLAS, then bias, LayerNorm and
+activation as one Triton epilogue kernel) or ``"triton"`` (the GEMM in the same Triton kernel).
+Provisional, not yet measured (no GPU here): under torch's default fp32 matmul precision ("highest", no
+TF32) Triton's ``tl.dot`` cannot use tensor cores either, and a hand-tiled fp32 GEMM is unlikely to beat
+cuBLAS's SGEMM, whereas the epilogue fusion saves the same element-wise passes either way.
+``bench/kernels.py`` times both (rows ``triton`` and ``triton_gemm``) on a GPU; set this from its numbers."""
 
 
 def _check(name: str) -> str:
@@ -41,7 +48,12 @@ def _check(name: str) -> str:
     return name
 
 
-_backend = _check(os.environ.get(ENV_VAR, "auto"))
+def backend_from_env() -> str:
+    """The backend ``RLGPT_KERNELS`` names (``auto`` when unset); a bad value fails at import, loudly."""
+    return _check(os.environ.get(ENV_VAR, "auto"))
+
+
+_backend = backend_from_env()
 
 
 def get_backend() -> str:
@@ -150,7 +162,8 @@ def linear_act(
         raise ValueError(f"unknown activation {act!r}; expected one of {reference.ACTIVATIONS}")
     wide_ln = layer_norm and weight.shape[0] > MAX_LAYER_NORM_WIDTH
     if not wide_ln and _use_triton(x, weight, bias, ln_weight, ln_bias):
-        return _kernels(not x.is_cuda).linear_act(x, weight, bias, act, ln_weight, ln_bias, eps, layer_norm)
+        kernels = _kernels(not x.is_cuda)
+        return kernels.linear_act(x, weight, bias, act, ln_weight, ln_bias, eps, layer_norm, CUDA_LINEAR_GEMM)
     if x.is_cuda:
         return reference.linear_act(x, weight, bias, act, ln_weight, ln_bias, eps, layer_norm)
     impl = _cpu_impl(

@@ -1,6 +1,7 @@
 """Fused ``act(LayerNorm?(x @ W.T + b))``: one Triton GEMM with the bias, LayerNorm and activation in its
-epilogue, and a backward whose element-wise chain (activation derivative + LayerNorm backward + bias
-gradient) is one kernel, leaving only the two GEMMs of the backward to cuBLAS.
+epilogue (or, with ``gemm="torch"``, a cuBLAS GEMM followed by that epilogue as one kernel), and a
+backward whose element-wise chain (activation derivative + LayerNorm backward + bias gradient) is one
+kernel, leaving only the two GEMMs of the backward to cuBLAS.
 
 Why: eager PyTorch runs the policy's fuse layer as GEMM, bias add, activation (3 reads + 2 writes of the
 ``[B, hidden]`` activations), and its backward as 3+ more element-wise passes; at the policy's sizes
@@ -22,6 +23,8 @@ from rlgpt.kernels.reference import ACTIVATIONS
 from rlgpt.kernels.triton import _alloc
 
 _ACT_IDS = {name: i for i, name in enumerate(ACTIVATIONS)}
+GEMMS = ("triton", "torch")
+"""Who runs the forward GEMM: Triton (everything in one kernel) or cuBLAS + a fused Triton epilogue."""
 
 
 @triton.jit
@@ -52,13 +55,15 @@ def _act_grad_from_output(y, ACT: tl.constexpr):
 
 @triton.jit
 def _linear_act_fwd_kernel(
-    x_ptr, w_ptr, b_ptr, g_ptr, beta_ptr, y_ptr, xhat_ptr, rstd_ptr,
+    x_ptr, w_ptr, z_ptr, b_ptr, g_ptr, beta_ptr, y_ptr, xhat_ptr, rstd_ptr,
     M, N, K,
-    stride_xm, stride_xk, stride_wn, stride_wk, stride_ym,
+    stride_xm, stride_xk, stride_wn, stride_wk, stride_zm, stride_ym,
     eps,
     HAS_BIAS: tl.constexpr, LAYER_NORM: tl.constexpr, LN_AFFINE: tl.constexpr, ACT: tl.constexpr,
-    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRE_GEMM: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
+    """With PRE_GEMM, ``z = x @ W^T`` was computed by cuBLAS and this is only the fused epilogue."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -66,15 +71,19 @@ def _linear_act_fwd_kernel(
     rk = tl.arange(0, BLOCK_K)
     m_mask = rm < M
     n_mask = rn < N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + rk
-        k_mask = kk < K
-        a = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
-                    mask=m_mask[:, None] & k_mask[None, :], other=0.0)  # fmt: skip
-        b = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None] * stride_wk,
-                    mask=n_mask[None, :] & k_mask[:, None], other=0.0)  # fmt: skip
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    if PRE_GEMM:
+        acc = tl.load(z_ptr + rm[:, None] * stride_zm + rn[None, :],
+                      mask=m_mask[:, None] & n_mask[None, :], other=0.0)  # fmt: skip
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + rk
+            k_mask = kk < K
+            a = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
+                        mask=m_mask[:, None] & k_mask[None, :], other=0.0)  # fmt: skip
+            b = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None] * stride_wk,
+                        mask=n_mask[None, :] & k_mask[:, None], other=0.0)  # fmt: skip
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(b_ptr + rn, mask=n_mask, other=0.0)[None, :]
     if LAYER_NORM:
@@ -153,8 +162,15 @@ def linear_act_forward(
     ln_bias: torch.Tensor | None,
     eps: float,
     layer_norm: bool,
+    gemm: str = "triton",
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Launch the forward on a 2-D ``x``; returns ``(y, x_hat, rstd)`` (the last two only with LayerNorm)."""
+    """Launch the forward on a 2-D ``x``; returns ``(y, x_hat, rstd)`` (the last two only with LayerNorm).
+
+    ``gemm="triton"``: one kernel, the GEMM in Triton; ``gemm="torch"``: cuBLAS GEMM, then the bias,
+    LayerNorm and activation as one Triton epilogue kernel.
+    """
+    if gemm not in GEMMS:
+        raise ValueError(f"gemm must be one of {GEMMS}, got {gemm!r}")
     m, k = x.shape
     n = weight.shape[0]
     y = _alloc.empty(m, n, device=x.device)
@@ -164,12 +180,13 @@ def linear_act_forward(
     block_k = 32
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
     ln_affine = layer_norm and ln_weight is not None
+    z = x @ weight.t() if gemm == "torch" else y
     _linear_act_fwd_kernel[grid](
-        x, weight, bias if bias is not None else y, ln_weight if ln_affine else y,
+        x, weight, z, bias if bias is not None else y, ln_weight if ln_affine else y,
         ln_bias if ln_affine else y, y, xhat if layer_norm else y, rstd if layer_norm else y,
-        m, n, k, x.stride(0), x.stride(1), weight.stride(0), weight.stride(1), y.stride(0), eps,
+        m, n, k, x.stride(0), x.stride(1), weight.stride(0), weight.stride(1), z.stride(0), y.stride(0), eps,
         HAS_BIAS=bias is not None, LAYER_NORM=layer_norm, LN_AFFINE=ln_affine, ACT=_ACT_IDS[act],
-        PRECISION=_precision(), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        PRE_GEMM=gemm == "torch", PRECISION=_precision(), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
     )  # fmt: skip
     return y, xhat, rstd
 
@@ -218,6 +235,7 @@ class LinearActFunction(torch.autograd.Function):
         act: str,
         eps: float,
         layer_norm: bool,
+        gemm: str,
     ) -> torch.Tensor:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
@@ -226,7 +244,7 @@ class LinearActFunction(torch.autograd.Function):
             n = weight.shape[0]
             ln_weight = ln_weight if ln_weight is not None else weight.new_ones(n)
             ln_bias = ln_bias if ln_bias is not None else weight.new_zeros(n)
-        y, xhat, rstd = linear_act_forward(x2, weight, bias, act, ln_weight, ln_bias, eps, layer_norm)
+        y, xhat, rstd = linear_act_forward(x2, weight, bias, act, ln_weight, ln_bias, eps, layer_norm, gemm)
         ctx.save_for_backward(x2, weight, y, xhat, rstd, ln_weight)
         ctx.act, ctx.layer_norm, ctx.has_bias, ctx.lead = act, layer_norm, bias is not None, lead
         return y.view(*lead, y.shape[-1])
@@ -242,7 +260,7 @@ class LinearActFunction(torch.autograd.Function):
         dw = dz.t() @ x2 if ctx.needs_input_grad[1] else None
         dg = dg if ctx.has_ln_weight else None
         dbeta = dbeta if ctx.has_ln_bias else None
-        return dx, dw, db if ctx.has_bias else None, dg, dbeta, None, None, None
+        return dx, dw, db if ctx.has_bias else None, dg, dbeta, None, None, None, None
 
 
 def linear_act(
@@ -254,8 +272,10 @@ def linear_act(
     ln_bias: torch.Tensor | None = None,
     eps: float = 1e-5,
     layer_norm: bool = False,
+    gemm: str = "triton",
 ) -> torch.Tensor:
-    """Fused ``act(LayerNorm?(x @ weight.T + bias))`` with autograd; same signature as the reference."""
+    """Fused ``act(LayerNorm?(x @ weight.T + bias))`` with autograd; the reference's signature plus ``gemm``
+    (who runs the forward GEMM, see :func:`linear_act_forward`)."""
     if x.stride(-1) != 1:
         x = x.contiguous()
-    return LinearActFunction.apply(x, weight, bias, ln_weight, ln_bias, act, eps, layer_norm)
+    return LinearActFunction.apply(x, weight, bias, ln_weight, ln_bias, act, eps, layer_norm, gemm)

@@ -34,7 +34,8 @@ LINEAR_SHAPES = [(1, 3, 1), (5, 37, 20), (70, 33, 130)]  # (M, K, N): 1 row; odd
 @pytest.mark.parametrize("shape", LINEAR_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("act", reference.ACTIVATIONS)
 @pytest.mark.parametrize("layer_norm", [False, True], ids=["plain", "layernorm"])
-def test_linear_act_matches_reference(nan_buffers, shape, act, layer_norm):
+@pytest.mark.parametrize("gemm", ["triton", "torch"], ids=["triton_gemm", "cublas_gemm"])
+def test_linear_act_matches_reference(nan_buffers, shape, act, layer_norm, gemm):
     m, k, n = shape
     gen = torch.Generator().manual_seed(m * 1000 + k + n)
     x = torch.randn(m, k, generator=gen).requires_grad_()
@@ -42,7 +43,7 @@ def test_linear_act_matches_reference(nan_buffers, shape, act, layer_norm):
     bias = torch.randn(n, generator=gen).requires_grad_()
     ln_w = (1 + 0.5 * torch.randn(n, generator=gen)).requires_grad_() if layer_norm else None
     ln_b = torch.randn(n, generator=gen).requires_grad_() if layer_norm else None
-    y = nan_buffers.linear_act(x, weight, bias, act, ln_w, ln_b, 1e-5, layer_norm)
+    y = nan_buffers.linear_act(x, weight, bias, act, ln_w, ln_b, 1e-5, layer_norm, gemm)
     inputs = [t for t in (x, weight, bias, ln_w, ln_b) if t is not None]
     dy = torch.randn(y.shape, generator=gen)
     grads = torch.autograd.grad(y, inputs, dy)
@@ -59,7 +60,7 @@ def test_linear_act_without_bias_or_ln_affine_and_3d_input(nan_buffers):
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(2, 3, 17, generator=gen).requires_grad_()
     weight = torch.randn(9, 17, generator=gen).requires_grad_()
-    y = nan_buffers.linear_act(x, weight, None, "elu", None, None, 1e-5, True)
+    y = nan_buffers.linear_act(x, weight, None, "elu", None, None, 1e-5, True, "torch")
     assert y.shape == (2, 3, 9)
     dx, dw = torch.autograd.grad(y.pow(2).sum(), (x, weight))
     x64, w64 = _f64(x, weight)
