@@ -107,10 +107,6 @@ def combine_stats(stats: torch.Tensor) -> torch.Tensor:
     return torch.stack([total_mean, std]).float()
 
 
-def _f32(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float32).contiguous()
-
-
 _BLOCK_E = 32
 _BLOCK = 1024
 
@@ -139,8 +135,8 @@ def gae(
     With ``normalize`` the advantages come back normalized over the valid steps (returns are not).
     """
     n_env, n_steps = rewards.shape
-    rewards, dones, values, valids = _f32(rewards), _f32(dones), _f32(values), _f32(valids)
-    disc = _f32(discounts) if discounts is not None else rewards
+    rewards, dones, values, valids = (_alloc.f32(t) for t in (rewards, dones, values, valids))
+    disc = _alloc.f32(discounts) if discounts is not None else rewards
     adv = _alloc.empty(n_env, n_steps, device=rewards.device)
     ret = _alloc.empty(n_env, n_steps, device=rewards.device)
     stats = _alloc.empty(n_env, 3, device=rewards.device) if normalize else adv
@@ -156,10 +152,10 @@ def gae(
 
 def normalize_advantages(adv: torch.Tensor, valids: torch.Tensor | None = None) -> torch.Tensor:
     """Like :func:`rlgpt.kernels.reference.normalize_advantages`: block statistics, merge, one pass."""
-    x = _f32(adv)
+    x = _alloc.f32(adv)
     n = x.numel()
     n_blocks = triton.cdiv(n, _BLOCK)
     stats = _alloc.empty(n_blocks, 3, device=x.device)
-    v = _f32(valids) if valids is not None else x
+    v = _alloc.f32(valids) if valids is not None else x
     _block_stats_kernel[(n_blocks,)](x, v, stats, n, HAS_VALID=valids is not None, BLOCK=_BLOCK)
     return normalize_with_stats(x, stats).view(adv.shape)

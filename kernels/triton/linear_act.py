@@ -276,6 +276,9 @@ def linear_act(
 ) -> torch.Tensor:
     """Fused ``act(LayerNorm?(x @ weight.T + bias))`` with autograd; the reference's signature plus ``gemm``
     (who runs the forward GEMM, see :func:`linear_act_forward`)."""
+    floats = [t for t in (x, weight, bias, ln_weight, ln_bias) if t is not None]
+    if any(t.dtype != torch.float32 for t in floats):
+        raise TypeError("the fused linear kernel takes fp32 tensors (the dispatcher runs others in torch)")
     if x.stride(-1) != 1:
         x = x.contiguous()
     return LinearActFunction.apply(x, weight, bias, ln_weight, ln_bias, act, eps, layer_norm, gemm)

@@ -81,10 +81,6 @@ def _ppo_loss_kernel(
 _BLOCK = 1024
 
 
-def _f32(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to(torch.float32).reshape(-1).contiguous()
-
-
 class PPOLossFunction(torch.autograd.Function):
     """Autograd wrapper returning ``(policy_loss, value_loss)``; gradients flow to log-probs and values."""
 
@@ -103,7 +99,7 @@ class PPOLossFunction(torch.autograd.Function):
         value_loss_coeff: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         n = log_prob.numel()
-        lp = _f32(log_prob)
+        lp = _alloc.f32(log_prob)
         grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[3]
         n_blocks = triton.cdiv(n, _BLOCK)
         part = _alloc.empty(n_blocks, 3, device=lp.device)
@@ -111,8 +107,8 @@ class PPOLossFunction(torch.autograd.Function):
         g_v = _alloc.empty(n, device=lp.device) if grad else lp
         clip_high = 1.0 + clip_ratio
         _ppo_loss_kernel[(n_blocks,)](
-            lp, _f32(old_log_prob), _f32(advantages), _f32(values), _f32(old_values), _f32(targets),
-            _f32(valids) if valids is not None else lp, part, g_lp, g_v,
+            lp, *(_alloc.f32(t) for t in (old_log_prob, advantages, values, old_values, targets)),
+            _alloc.f32(valids) if valids is not None else lp, part, g_lp, g_v,
             n, 1.0 / clip_high, clip_high, float(clip_value), RATIO_MIN, RATIO_MAX,
             HAS_VALID=valids is not None, GRAD=grad, BLOCK=_BLOCK,
         )  # fmt: skip
