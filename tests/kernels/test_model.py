@@ -13,15 +13,15 @@ from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.kernels import FusedLinearAct, dispatch
 from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_env import register_task_env
 from rlgpt.rl.train import build_sf_config
 
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    cfg = load_config(builtin_config_path("smoke.yaml"), [f"run_dir={tmp_path_factory.mktemp('run') / 'x'}"])
-    from rlgpt.rl.sf_env import register_task_env
-
-    sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("r") / "x", register_task_env(cfg.task))
+    """The policy `make run` trains (configs/main.yaml: hidden 256), on a batch of 3 random observations."""
+    cfg = load_config(builtin_config_path("main.yaml"))
+    sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("run") / "policy", register_task_env(cfg.task))
     register_model()
     env = CrafterEnv(obs_mode="symbolic")
     torch.manual_seed(0)
@@ -66,16 +66,19 @@ def test_policy_uses_fused_layers_with_unchanged_state_dict_keys(policy):
     torch.testing.assert_close(layer(x), plain(x))
 
 
-def test_policy_outputs_and_gradients_equal_with_and_without_kernels(kernels, policy, monkeypatch):
+@pytest.mark.parametrize("gemm", ["torch", "triton"])
+def test_policy_outputs_and_gradients_equal_with_and_without_kernels(kernels, policy, monkeypatch, gemm):
     model, obs, sf_cfg = policy
+    monkeypatch.setattr(dispatch, "CUDA_LINEAR_GEMM", gemm)
     launches = []
     fused = kernels.linear_act
-    monkeypatch.setattr(kernels, "linear_act", lambda *a: launches.append(a[1].shape) or fused(*a))
+    monkeypatch.setattr(kernels, "linear_act", lambda *a: launches.append((a[1].shape, a[-1])) or fused(*a))
     logits_t, values_t, grads_t = _outputs_and_grads(model, obs, sf_cfg, "torch")
     assert not launches
     logits_k, values_k, grads_k = _outputs_and_grads(model, obs, sf_cfg, "triton")
     hidden = sf_cfg.rlgpt_hidden_size
-    assert sorted(launches) == sorted([(64, 22), (hidden, 32 * 7 * 9 + 64)])  # vector MLP and fuse layer
+    expected = [((64, 22), gemm), ((hidden, 32 * 7 * 9 + 64), gemm)]  # the vector MLP and the fuse layer
+    assert sorted(launches) == sorted(expected)
     torch.testing.assert_close(logits_k, logits_t, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(values_k, values_t, atol=1e-5, rtol=1e-5)
     assert grads_t.keys() == grads_k.keys() == {n for n, p in model.named_parameters() if p.requires_grad}

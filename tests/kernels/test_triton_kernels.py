@@ -242,8 +242,7 @@ def test_ppo_loss_ties_split_gradients_like_autograd(nan_buffers):
 
 def test_ppo_loss_gradient_to_values_only(nan_buffers):
     lp, old_lp, adv, v, old_v, tgt = _ppo_inputs(20, seed=9)
-    policy, value = nan_buffers.ppo_loss(lp.detach(), old_lp, adv, v, old_v, tgt)
-    assert not policy.requires_grad or policy.grad_fn is not None
+    _, value = nan_buffers.ppo_loss(lp.detach(), old_lp, adv, v, old_v, tgt)
     (d_v,) = torch.autograd.grad(value, (v,))
     ref = _f64(lp, old_lp, adv, v, old_v, tgt)
     (d_v_ref,) = torch.autograd.grad(reference.ppo_loss(*ref)[1], (ref[3],))
