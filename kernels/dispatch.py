@@ -29,8 +29,10 @@ from rlgpt.kernels import cpu, reference
 
 BACKENDS = ("auto", "torch", "triton")
 ENV_VAR = "RLGPT_KERNELS"
-MAX_LAYER_NORM_WIDTH = 4096
-"""The fused LayerNorm keeps a whole row in one Triton program; wider layers run in PyTorch."""
+MAX_LAYER_NORM_WIDTH = 512
+"""The fused LayerNorm keeps whole rows in one Triton program; wider layers run in PyTorch. 512 is the
+widest whose backward compiles without register spills on sm_90 (16 x 512 tile, 8 warps: 172 registers;
+16 x 1024 on 16 warps spills), per ``bench/kernels_compile_check.py``."""
 CUDA_LINEAR_GEMM = "torch"
 """Who runs the forward GEMM of the fused linear layer on CUDA: ``"torch"`` (cuBLAS, then bias, LayerNorm and
 activation as one Triton epilogue kernel) or ``"triton"`` (the GEMM in the same Triton kernel).

@@ -134,3 +134,18 @@ def test_triton_backend_on_cpu_runs_the_interpreted_kernels(kernels, monkeypatch
     policy_ref, value_ref = reference.ppo_loss(*[t.double() for t in inputs])
     torch.testing.assert_close(policy.double(), policy_ref, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(value.double(), value_ref, atol=1e-6, rtol=1e-6)
+
+
+def test_layernorm_wider_than_the_fused_limit_runs_in_torch(kernels, monkeypatch):
+    launched = []
+    original = kernels.linear_act
+    monkeypatch.setattr(kernels, "linear_act", lambda *a: launched.append(a[1].shape[0]) or original(*a))
+    n = dispatch.MAX_LAYER_NORM_WIDTH
+    with dispatch.use_backend("triton"):
+        for width in (n, n + 1):
+            x, w = torch.randn(2, 3), torch.randn(width, 3)
+            y = dispatch.linear_act(x, w, None, "elu", layer_norm=True)
+            torch.testing.assert_close(
+                y, reference.linear_act(x, w, None, "elu", layer_norm=True), atol=1e-5, rtol=1e-5
+            )
+    assert launched == [n]
