@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # Prebuilt wheels for slow-to-build packages, used only where the folder exists.
 WHEELHOUSE := $(wildcard ../shared/wheelhouse)
 PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
-EXTRAS ?= dev,llm,model-small,envpool
+EXTRAS ?= dev,llm,model-small,envpool,kernels
 RUN_ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
 # Without the wheelhouse, llama-cpp-python builds from source (~3 min here): the wheelhouse's portable

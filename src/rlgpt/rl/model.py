@@ -14,6 +14,8 @@ from sample_factory.model.encoder import Encoder, default_make_encoder_func
 from sample_factory.utils.typing import Config, ObsSpace
 from torch import nn
 
+from rlgpt.kernels.modules import FusedLinearAct
+
 EMBED_DIM = 16
 CONV_CHANNELS = 32
 VECTOR_DIM = 64
@@ -44,9 +46,11 @@ class SymbolicEncoder(Encoder):
             nn.Conv2d(CONV_CHANNELS, CONV_CHANNELS, 3, padding=1),
             nn.ELU(),
         )
-        self.vector = nn.Sequential(nn.Linear(vector.shape[0], VECTOR_DIM), nn.ELU())
+        # Linear+ELU stacks that run as one fused Triton kernel on CUDA (same parameters and state-dict
+        # keys as nn.Sequential(nn.Linear, nn.ELU); RLGPT_KERNELS=torch turns the kernels off).
+        self.vector = FusedLinearAct(vector.shape[0], VECTOR_DIM, "elu")
         hidden = int(cfg.rlgpt_hidden_size)
-        self.fuse = nn.Sequential(nn.Linear(CONV_CHANNELS * height * width + VECTOR_DIM, hidden), nn.ELU())
+        self.fuse = FusedLinearAct(CONV_CHANNELS * height * width + VECTOR_DIM, hidden, "elu")
         self.out_size = hidden
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
