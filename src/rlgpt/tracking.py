@@ -89,6 +89,9 @@ def read_curve(path: str | os.PathLike) -> list[dict[str, str]]:
             if row.get("resumed_from") not in (None, ""):
                 cut = min(cut, int(row["resumed_from"]))
             kept = [r for r in kept if int(r["env_steps"]) <= cut]
+        if kept and kept[-1]["env_steps"] == row["env_steps"]:
+            kept[-1] = row  # a summary before the learner advanced: the later row has more episodes
+            continue
         kept.append(row)
     return kept
 

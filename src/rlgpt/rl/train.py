@@ -98,7 +98,7 @@ def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: 
     return parse_full_cfg(parser, argv=argv)
 
 
-def _make_observer(metrics: MetricsLog, progress: ProgressLine):
+def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success: float | None = None):
     class RolloutObserver(AlgoObserver):
         """Adds ``rollout/*`` scalars, appends metrics.csv and drives the progress line.
 
@@ -110,7 +110,7 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
             self.t0 = time.time()
             self.last: tuple[float, int] | None = None
             self.fps = 0.0
-            self.logged_steps = 0
+            self.logged_steps = -1
             self.decisions: int | None = None
 
         def on_learner_report(self, runner, msg: dict, policy_id: int) -> None:
@@ -132,6 +132,8 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
             progress.update(steps, self.fps, self._mean(runner, "rollout/success"))
 
         def extra_summaries(self, runner, policy_id, writer, env_steps) -> None:
+            if env_steps == self.logged_steps:
+                return  # SF reports on a timer, also before the learner advanced; one row per env step
             reward = self._mean(runner, "reward")
             writer.add_scalar("rollout/fps", self.fps, env_steps)
             if self.decisions is not None:
@@ -153,14 +155,22 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
                 resumed_from=resumed_from,
             )
             self.logged_steps = env_steps
+            success = runner.policy_avg_stats.get("rollout/success")
+            if stop_at_success is not None and success and len(success[0]) == success[0].maxlen:
+                if float(np.mean(success[0])) >= stop_at_success:
+                    runner._stop_training()
 
     return RolloutObserver()
 
 
-def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
+def train(
+    cfg: TrainConfig, extra_sf_argv: Sequence[str] = (), stop_at_success: float | None = None
+) -> TrainResult:
     """Train (or resume) a run; returns when ``cfg.steps`` primitive (game) steps are done.
 
     Re-running with the same config resumes from the newest checkpoint in the run directory.
+    ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
+    a full window of episodes reaches it.
     """
     TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
     if cfg.macros.file:
@@ -180,7 +190,7 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
 
     metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
-    observer = _make_observer(metrics, progress)
+    observer = _make_observer(metrics, progress, stop_at_success)
     t0 = time.time()
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
