@@ -7,6 +7,8 @@ episode. The start state's true value is ``gamma^K``; discounting once per decis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from sample_factory.train import run_rl
 
 from rlgpt.rl import learner as smdp
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
-from rlgpt.rl.model import register_model
+from rlgpt.rl.model import make_encoder, register_model
 from rlgpt.rl.sf_env import PrimitiveStepCount
 
 GAMMA = 0.9
@@ -219,3 +221,28 @@ def test_vtrace_is_refused():
 
     with pytest.raises(ValueError, match="with_vtrace"):
         smdp.SMDPLearner(Cfg(), None, None, 0, None)
+
+
+def test_the_policy_ignores_num_frames():
+    """``num_frames`` is bookkeeping for the learner: no encoder weight reads it, whatever its value."""
+    from rlgpt.config import load_config
+    from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+    from rlgpt.rl.train import build_sf_config
+
+    cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32"])
+    sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))
+    register_model()
+    env = make_crafter_env(sf_cfg.env, sf_cfg)
+    model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
+    assert "num_frames" in env.observation_space.spaces
+    obs, _ = env.reset(seed=0)
+    batch = {k: torch.as_tensor(np.stack([v, v])) for k, v in obs.items()}
+    batch["num_frames"] = torch.tensor([[1.0], [32.0]])
+    with torch.no_grad():
+        out = model(model.normalize_obs(batch), torch.zeros(2, get_rnn_size(sf_cfg)), values_only=True)
+    assert out["values"][0] == out["values"][1]
+    env.close()
+    # Sample Factory's default encoder (pixels, other envs) would encode every key; it gets the rest only.
+    pixels = gym.spaces.Box(0, 255, shape=(3, 64, 64), dtype=np.uint8)
+    wrapped = gym.spaces.Dict({"obs": pixels, "num_frames": gym.spaces.Box(0, np.inf, (1,), np.float32)})
+    assert make_encoder(sf_cfg, wrapped).obs_keys == ["obs"]

@@ -39,7 +39,7 @@ class EvalReport:
     episodes: int
     """Episodes played."""
     env_steps: int
-    """Training env steps of the evaluated checkpoint."""
+    """Training env (primitive) steps of the evaluated checkpoint."""
     success_rate: float
     """Fraction of episodes in which the task succeeded."""
     achievement_success: dict[str, float]
