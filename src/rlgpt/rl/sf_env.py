@@ -26,6 +26,7 @@ from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
 from rlgpt.rl.learner import NUM_FRAMES_KEY
+from rlgpt.rl.workers import is_sf_child_process, protect_macro_env
 
 ENV_PREFIX = "crafter_"
 # Sample Factory's console handler is module-level in every process it spawns; importing this module
@@ -50,9 +51,7 @@ def die_with_parent() -> None:
     with multiprocessing's spawn method (Sample Factory's) are affected; a no-op in the trainer itself and
     on platforms without ``prctl``.
     """
-    # While a spawned child unpickles its target (and so imports this module), parent_process() is not set
-    # yet and sys.argv is already the parent's; the interpreter's own command line still tells.
-    if "--multiprocessing-fork" not in sys.orig_argv or not sys.platform.startswith("linux"):
+    if not is_sf_child_process() or not sys.platform.startswith("linux"):
         return
     trainer = os.getppid()
     pr_set_pdeathsig = 1
@@ -180,6 +179,7 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
             max_macro_steps=cfg.rlgpt_macro_max_steps,
             seed=int(cfg.seed or 0),
         )
+        env = protect_macro_env(env, cfg)
     return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))
 
 
@@ -198,3 +198,4 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
+    parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)

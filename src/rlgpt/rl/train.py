@@ -19,9 +19,11 @@ from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.files import load_macro_file, sources_to_json
 from rlgpt.rl import learner as smdp_learner
+from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
+from rlgpt.rl.workers import WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -87,6 +89,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--with_wandb={cfg.wandb}",
         f"--wandb_project={cfg.wandb_project}",
         f"--rlgpt_macro_max_steps={cfg.macros.max_steps}",
+        f"--rlgpt_macro_memory_mb={cfg.macros.memory_limit_mb}",
     ] + ([f"--rlgpt_macros={sources_to_json(load_macro_file(cfg.macros.file))}"] if cfg.macros.file else [])
 
 
@@ -168,7 +171,8 @@ def train(
 ) -> TrainResult:
     """Train (or resume) a run; returns when ``cfg.steps`` primitive (game) steps are done.
 
-    Re-running with the same config resumes from the newest checkpoint in the run directory.
+    Re-running with the same config resumes from the newest checkpoint in the run directory. Raises
+    :class:`~rlgpt.rl.workers.WorkerDiedError` when a worker process dies (after stopping the run cleanly).
     ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
     a full window of episodes reaches it.
     """
@@ -177,6 +181,8 @@ def train(
         load_macro_file(cfg.macros.file)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
+    remove_partial_checkpoints(run_dir)
+    clear_markers(run_dir)
 
     os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
     apply_console_level()
@@ -203,7 +209,10 @@ def train(
         runner.policy_msg_handlers.setdefault(DECISIONS_KEY, []).append(observer.on_learner_report)
         status = runner.init()
         if status == 0:
+            watch = WorkerWatch(runner, run_dir)
             status = runner.run()
+            if watch.death is not None:
+                raise WorkerDiedError(watch.death.describe(run_dir))
             # SF writes summaries periodically but not when training ends; the last point is written here.
             if observer.logged_steps != observer._steps(runner):
                 runner._report_experiment_summaries()
@@ -216,6 +225,7 @@ def train(
         signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
+        clear_markers(run_dir)
     return TrainResult(run_dir, int(status), steps, time.time() - t0, success)
 
 
