@@ -43,13 +43,15 @@ class PPOConfig:
     learning_rate: float = 3e-4
     """Adam learning rate."""
     gamma: float = 0.99
-    """Discount factor per primitive step."""
+    """Discount factor per primitive (game) step: a macro call that ran k steps returns its rewards discounted
+    within the call and the value of the state it ends in is discounted by ``gamma**k``
+    (`rlgpt.rl.learner.SMDPLearner`)."""
     gae_lambda: float = 0.95
-    """GAE lambda."""
+    """GAE lambda, applied once per policy decision (a macro call is one decision)."""
     rollout: int = 64
-    """Steps per trajectory slice sent to the learner."""
+    """Policy decisions per trajectory slice sent to the learner (a macro call is one decision)."""
     batch_size: int = 1024
-    """Minibatch size of one SGD step."""
+    """Minibatch size of one SGD step, in policy decisions (transitions)."""
     num_batches_per_epoch: int = 1
     """Minibatches per training iteration; a training batch is ``batch_size * num_batches_per_epoch``."""
     num_epochs: int = 2
@@ -91,7 +93,8 @@ class TrainConfig:
     task: str = "collect_wood"
     """Crafter achievement(s) to reach, e.g. ``collect_wood`` or ``place_table+make_wood_pickaxe``."""
     steps: int = 300_000
-    """Environment (primitive) steps to train for."""
+    """Primitive (game) steps to train for; a macro call that ran k game steps counts k. This is Sample
+    Factory's ``env_steps`` (budget, checkpoints, FPS, metrics.csv's ``env_steps``)."""
     seed: int = 0
     """Seed for the policy and the environments."""
     run_dir: str | None = None

@@ -15,16 +15,21 @@ from pathlib import Path
 
 METRIC_FIELDS = (
     "env_steps",
-    "primitive_steps",
+    "decisions",
     "wall_time",
     "fps",
     "success",
     "episode_reward",
     "episode_steps",
+    "episode_decisions",
     "session",
+    "resumed_from",
 )
-"""``env_steps`` is Sample Factory's count (policy decisions); ``primitive_steps`` counts game steps, which is
-larger when macro-actions run (estimated from each window's mean primitive steps per decision)."""
+"""``env_steps`` counts primitive (game) steps exactly, a macro call that ran k steps counting k;
+``decisions`` counts policy decisions (fewer than ``env_steps`` when macros run); ``fps`` is primitive steps
+per second; ``success``, ``episode_reward``, ``episode_steps`` (primitive) and ``episode_decisions`` are means
+over the last episodes; ``session`` numbers the trainer processes of a resumed run and ``resumed_from`` is
+the checkpoint's ``env_steps`` a session started from (rows of earlier sessions past it are superseded)."""
 
 
 class MetricsLog:
@@ -34,17 +39,19 @@ class MetricsLog:
         self.path = Path(path)
         rows = read_metrics(self.path) if self.path.exists() else []
         self.session = (max(int(r["session"]) for r in rows) + 1) if rows else 0
-        self.last_row = rows[-1] if rows else None
         new = not self.path.exists() or self.path.stat().st_size == 0
+        # A file started by an older version keeps its own columns (new ones are dropped) so that it stays
+        # one well-formed CSV.
+        self.fields = METRIC_FIELDS if new else _header(self.path)
         self._file = open(self.path, "a", newline="")  # noqa: SIM115 (kept open for the run)
-        self._writer = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
+        self._writer = csv.DictWriter(self._file, fieldnames=self.fields, extrasaction="ignore")
         if new:
             self._writer.writeheader()
             self._file.flush()
 
     def write(self, **values: float) -> None:
         """Append one row (missing fields are left empty) and flush it to the OS."""
-        row = {k: values.get(k, "") for k in METRIC_FIELDS}
+        row = {k: values.get(k, "") for k in self.fields}
         row["session"] = self.session
         self._writer.writerow(row)
         self._file.flush()
@@ -58,6 +65,35 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     return [r for r in rows if r.get("session") not in (None, "")]
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with open(path, newline="") as f:
+        return tuple(next(csv.reader(f), METRIC_FIELDS))
+
+
+def read_curve(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Rows of a metrics CSV with each env step once, in training order: what curves and benchmarks read.
+
+    A trainer killed after its last checkpoint at step S leaves rows past S in the file; the session that
+    resumes from S trains those steps again. Its rows supersede them: rows of earlier sessions with
+    ``env_steps`` past the resume point (``resumed_from``), or not before the new session's first row, are
+    dropped (files without that column are cut at the first row alone). The file itself stays append-only.
+    """
+    kept: list[dict[str, str]] = []
+    session = None
+    for row in read_metrics(path):
+        if row["session"] != session:
+            session = row["session"]
+            cut = int(row["env_steps"]) - 1
+            if row.get("resumed_from") not in (None, ""):
+                cut = min(cut, int(row["resumed_from"]))
+            kept = [r for r in kept if int(r["env_steps"]) <= cut]
+        if kept and kept[-1]["env_steps"] == row["env_steps"]:
+            kept[-1] = row  # a summary before the learner advanced: the later row has more episodes
+            continue
+        kept.append(row)
+    return kept
 
 
 class ProgressLine:

@@ -5,6 +5,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlgpt.config import ConfigError, builtin_config_path, load_config
 from rlgpt.macro.files import MacroFileError, load_macro_file
+from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate
 from rlgpt.rl.train import train
 from rlgpt.tracking import read_metrics
@@ -25,12 +26,28 @@ def test_macro_run_in_sf_workers(tmp_path):
     assert "macro/go_to_tree/calls" in tags, sorted(tags)
     assert max(e.value for e in events.Scalars("macro/go_to_tree/calls")) > 0
 
-    rows = [r for r in read_metrics(result.run_dir / "metrics.csv") if r["primitive_steps"]]
-    # Macro calls take several primitive steps, so game steps outrun policy decisions.
-    assert int(rows[-1]["primitive_steps"]) > int(rows[-1]["env_steps"])
+    # The budget, the checkpoint and metrics.csv count primitive (game) steps; a macro call is one decision
+    # of several steps, so the run ends at 4000 game steps with fewer decisions (it used to end at 4000
+    # decisions, which let a macro run play far more game steps than its budget).
+    last = read_metrics(result.run_dir / "metrics.csv")[-1]
+    ckpt = load_checkpoint(latest_checkpoint(result.run_dir))
+    assert ckpt["env_steps"] == result.env_steps == int(last["env_steps"]) >= 4000
+    assert ckpt["decisions"] == int(last["decisions"]) < 0.9 * ckpt["env_steps"]
+    assert float(last["episode_steps"]) > float(last["episode_decisions"])
 
     report = evaluate(result.run_dir, episodes=2, num_envs=2, write=False)
     assert report.episodes == 2
+
+
+def test_stop_at_success_ends_the_run_at_the_first_full_window_past_it(tmp_path):
+    cfg = load_config(
+        builtin_config_path("smoke.yaml"), [f"run_dir={tmp_path / 'run'}", "steps=200000", "eval_episodes=0"]
+    )
+    result = train(cfg, stop_at_success=0.3)
+    rows = read_metrics(result.run_dir / "metrics.csv")
+    assert result.status == 0 and result.env_steps < 200000
+    # The row that reached it is the last (or the one before the end-of-training row).
+    assert any(float(r["success"] or 0) >= 0.3 for r in rows[-2:])
 
 
 def test_bad_macro_file_is_a_clear_error_before_training(tmp_path):

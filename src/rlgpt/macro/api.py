@@ -70,7 +70,7 @@ class GameAPI:
     __slots__ = (
         "_game",
         "_rng",
-        "_cache_step",
+        "_cache_key",
         "_tiles",
         "_objects",
         "_origin",
@@ -89,7 +89,7 @@ class GameAPI:
     def __init__(self, game: crafter.Env, rng: random.Random) -> None:
         self._game = game
         self._rng = rng
-        self._cache_step = -1
+        self._cache_key: tuple[Any, int] | None = None
         self._tiles: list[list[int]] = []
         self._objects: dict[tuple[int, int], str] = {}
         self._origin = (0, 0)
@@ -111,7 +111,11 @@ class GameAPI:
 
     def _refresh(self) -> None:
         game = self._game
-        if self._cache_step == game._step:
+        # crafter's step counter restarts at 0 every episode (and a seeded reset repeats its episode number),
+        # so the step alone would serve the previous episode's view; each reset creates a new player object.
+        # Holding the player keeps it alive, so a new episode's player can never be mistaken for it.
+        key = (game._player, game._step)
+        if self._cache_key is not None and self._cache_key[0] is key[0] and self._cache_key[1] == key[1]:
             return
         world = game._world
         px, py = (int(v) for v in game._player.pos)
@@ -135,7 +139,7 @@ class GameAPI:
             self._objects = {}
         self._tiles = tiles
         self._origin = (x0, y0)
-        self._cache_step = game._step
+        self._cache_key = key
 
     def _visible(self, x: int, y: int) -> bool:
         ox, oy = self._origin

@@ -24,7 +24,7 @@ from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
-from rlgpt.tracking import log_scalars, read_metrics
+from rlgpt.tracking import log_scalars, read_curve
 
 # Evaluation envs are seeded far from the training ones (SF seeds training env i with i).
 EVAL_SEED_BASE = 10_000_000
@@ -39,7 +39,7 @@ class EvalReport:
     episodes: int
     """Episodes played."""
     env_steps: int
-    """Training env steps of the evaluated checkpoint."""
+    """Training env (primitive) steps of the evaluated checkpoint."""
     success_rate: float
     """Fraction of episodes in which the task succeeded."""
     achievement_success: dict[str, float]
@@ -171,7 +171,8 @@ def plot_eval(report: EvalReport, path: Path) -> None:
 
 
 def plot_learning_curves(run_dir: str | Path) -> Path | None:
-    """Success and episode reward against env steps from ``metrics.csv``; None when nothing was logged."""
+    """Success and episode reward against primitive steps from ``metrics.csv`` (each step once, superseded
+    rows of a killed session dropped); None when nothing was logged."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -179,16 +180,16 @@ def plot_learning_curves(run_dir: str | Path) -> Path | None:
 
     run_dir = Path(run_dir)
     path = run_dir / rundir.METRICS_CSV
-    rows = read_metrics(path) if path.exists() else []
+    rows = read_curve(path) if path.exists() else []
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     plotted = False
     for ax, key in zip(axes, ("success", "episode_reward"), strict=True):
-        points = sorted((int(r["env_steps"]), float(r[key])) for r in rows if r[key] not in ("", None))
+        points = [(int(r["env_steps"]), float(r[key])) for r in rows if r[key] not in ("", None)]
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys)
             plotted = True
-        ax.set_xlabel("env steps")
+        ax.set_xlabel("env (primitive) steps")
         ax.set_ylabel(key)
         ax.grid(alpha=0.3)
     if not plotted:

@@ -15,6 +15,7 @@ from sample_factory.utils.typing import Config, ObsSpace
 from torch import nn
 
 from rlgpt.kernels.modules import FusedLinearAct
+from rlgpt.rl.learner import NUM_FRAMES_KEY
 
 EMBED_DIM = 16
 CONV_CHANNELS = 32
@@ -68,8 +69,16 @@ class SymbolicEncoder(Encoder):
         return torch.long if input_tensor_name == "view" else torch.float32
 
 
+def policy_obs_space(obs_space: ObsSpace) -> ObsSpace:
+    """The observation space without ``num_frames`` (bookkeeping for the learner, not a policy input)."""
+    if isinstance(obs_space, spaces.Dict) and NUM_FRAMES_KEY in obs_space.spaces:
+        return spaces.Dict({k: v for k, v in obs_space.spaces.items() if k != NUM_FRAMES_KEY})
+    return obs_space
+
+
 def make_encoder(cfg: Config, obs_space: ObsSpace) -> Encoder:
     """Sample Factory encoder factory: the symbolic torso where it applies, SF's default otherwise."""
+    obs_space = policy_obs_space(obs_space)
     if is_symbolic(obs_space):
         return SymbolicEncoder(cfg, obs_space)
     return default_make_encoder_func(cfg, obs_space)

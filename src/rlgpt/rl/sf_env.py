@@ -16,6 +16,7 @@ import warnings
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from sample_factory.envs.env_utils import register_env
 from sample_factory.utils import utils as sf_utils
 from sample_factory.utils.typing import Config
@@ -24,6 +25,7 @@ from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
 from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
+from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.workers import is_sf_child_process, protect_macro_env
 
 ENV_PREFIX = "crafter_"
@@ -118,6 +120,48 @@ class EpisodeStats(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class PrimitiveStepCount(gym.Wrapper):
+    """Tells Sample Factory how many primitive (game) steps each policy decision took.
+
+    The inner env reports ``k`` as ``info["macro_steps"]`` (`rlgpt.macro.runtime.MacroActionWrapper`; 1 when
+    absent). This wrapper sets ``info["num_frames"] = k`` (Sample Factory's frameskip hook) and adds the
+    observation key ``num_frames`` (float32, shape (1,)) holding ``k`` of the transition that produced the
+    observation, which is how `rlgpt.rl.learner.SMDPLearner` learns it. Sample Factory resets an env right
+    after its last step and stores the reset observation in that step's place, so a reset observation holds
+    ``k`` of the step before it (0 for a first reset). A non-dict observation becomes ``{"obs": ...}``.
+    """
+
+    num_agents = 1
+    is_multiagent = False
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        count = gym.spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32)
+        inner = env.observation_space
+        spaces = dict(inner.spaces) if isinstance(inner, gym.spaces.Dict) else {"obs": inner}
+        if NUM_FRAMES_KEY in spaces:
+            raise ValueError(f"the observation already has a {NUM_FRAMES_KEY!r} key")
+        self.observation_space = gym.spaces.Dict({**spaces, NUM_FRAMES_KEY: count})
+        self._last_k = 0
+
+    def _with_count(self, obs: Any, k: int) -> dict[str, Any]:
+        obs = dict(obs) if isinstance(obs, dict) else {"obs": obs}
+        obs[NUM_FRAMES_KEY] = np.array([k], dtype=np.float32)
+        return obs
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        k, self._last_k = self._last_k, 0
+        return self._with_count(obs, k), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        k = int(info.get("macro_steps", 1))
+        info["num_frames"] = k
+        self._last_k = k
+        return self._with_count(obs, k), reward, terminated, truncated, info
+
+
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
     """Sample Factory env factory for ``crafter_<task>`` names."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
@@ -136,7 +180,7 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
             seed=int(cfg.seed or 0),
         )
         env = protect_macro_env(env, cfg)
-    return EpisodeStats(env, run_seed=int(cfg.seed or 0))
+    return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))
 
 
 def register_task_env(task: str) -> str:

@@ -18,7 +18,9 @@ from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.files import load_macro_file, sources_to_json
+from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
+from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
 from rlgpt.rl.workers import WorkerDiedError, WorkerWatch, clear_markers
@@ -34,7 +36,7 @@ class TrainResult:
     status: int
     """Sample Factory's exit status (0 = success)."""
     env_steps: int
-    """Environment steps trained, counting earlier sessions of a resumed run."""
+    """Primitive (game) steps trained, counting earlier sessions of a resumed run."""
     wall_time_s: float
     """Wall time of this session."""
     success: float | None
@@ -99,16 +101,23 @@ def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: 
     return parse_full_cfg(parser, argv=argv)
 
 
-def _make_observer(metrics: MetricsLog, progress: ProgressLine):
+def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success: float | None = None):
     class RolloutObserver(AlgoObserver):
-        """Adds ``rollout/*`` scalars, appends metrics.csv and drives the progress line."""
+        """Adds ``rollout/*`` scalars, appends metrics.csv and drives the progress line.
+
+        Sample Factory's ``env_steps`` count primitive (game) steps exactly (`rlgpt.rl.learner.SMDPLearner`);
+        ``decisions`` (policy decisions, fewer when macros run) arrive in the learner's reports.
+        """
 
         def __init__(self) -> None:
             self.t0 = time.time()
             self.last: tuple[float, int] | None = None
             self.fps = 0.0
-            self.primitive_steps: float | None = None
-            self.logged_steps = 0
+            self.logged_steps = -1
+            self.decisions: int | None = None
+
+        def on_learner_report(self, runner, msg: dict, policy_id: int) -> None:
+            self.decisions = int(msg[DECISIONS_KEY])
 
         def _mean(self, runner, key: str) -> float | None:
             stat = runner.policy_avg_stats.get(key)
@@ -116,25 +125,6 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
 
         def _steps(self, runner) -> int:
             return int(runner.env_steps.get(0, 0))
-
-        def _count_primitive_steps(self, env_steps: int, runner) -> float:
-            """Integrate primitive steps: decisions since the last row times primitive steps per decision."""
-            if self.primitive_steps is None:
-                # A resumed run continues the previous session's ratio from its checkpointed step count.
-                last = metrics.last_row
-                ratio = 1.0
-                if last and last["primitive_steps"] and float(last["env_steps"]) > 0:
-                    ratio = float(last["primitive_steps"]) / float(last["env_steps"])
-                self.primitive_steps = env_steps * ratio
-                self.logged_steps = env_steps
-            steps, decisions = (
-                self._mean(runner, "rollout/episode_steps"),
-                self._mean(runner, "rollout/episode_decisions"),
-            )
-            per_decision = steps / decisions if steps and decisions else 1.0
-            self.primitive_steps += max(env_steps - self.logged_steps, 0) * per_decision
-            self.logged_steps = env_steps
-            return self.primitive_steps
 
         def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
             now, steps = time.time(), self._steps(runner)
@@ -145,30 +135,46 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
             progress.update(steps, self.fps, self._mean(runner, "rollout/success"))
 
         def extra_summaries(self, runner, policy_id, writer, env_steps) -> None:
-            reward, length = self._mean(runner, "reward"), self._mean(runner, "rollout/episode_steps")
-            primitive_steps = self._count_primitive_steps(env_steps, runner)
+            if env_steps == self.logged_steps:
+                return  # SF reports on a timer, also before the learner advanced; one row per env step
+            reward = self._mean(runner, "reward")
             writer.add_scalar("rollout/fps", self.fps, env_steps)
-            writer.add_scalar("rollout/primitive_steps", primitive_steps, env_steps)
+            if self.decisions is not None:
+                writer.add_scalar("rollout/decisions", self.decisions, env_steps)
             if reward is not None:
                 writer.add_scalar("rollout/episode_reward", reward, env_steps)
+            # The checkpoint this session resumed from (0 for a fresh run): rows an earlier, killed session
+            # logged past it are superseded by this session's (`rlgpt.tracking.read_curve` drops them).
+            resumed_from = env_steps - (runner.total_env_steps_since_resume or 0)
             metrics.write(
                 env_steps=env_steps,
-                primitive_steps=round(primitive_steps),
+                decisions=self.decisions,
                 wall_time=round(time.time() - self.t0, 2),
                 fps=round(self.fps, 1),
                 success=self._mean(runner, "rollout/success"),
                 episode_reward=reward,
-                episode_steps=length,
+                episode_steps=self._mean(runner, "rollout/episode_steps"),
+                episode_decisions=self._mean(runner, "rollout/episode_decisions"),
+                resumed_from=resumed_from,
             )
+            self.logged_steps = env_steps
+            success = runner.policy_avg_stats.get("rollout/success")
+            if stop_at_success is not None and success and len(success[0]) == success[0].maxlen:
+                if float(np.mean(success[0])) >= stop_at_success:
+                    runner._stop_training()
 
     return RolloutObserver()
 
 
-def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
-    """Train (or resume) a run; returns when ``cfg.steps`` env steps are done.
+def train(
+    cfg: TrainConfig, extra_sf_argv: Sequence[str] = (), stop_at_success: float | None = None
+) -> TrainResult:
+    """Train (or resume) a run; returns when ``cfg.steps`` primitive (game) steps are done.
 
     Re-running with the same config resumes from the newest checkpoint in the run directory. Raises
     :class:`~rlgpt.rl.workers.WorkerDiedError` when a worker process dies (after stopping the run cleanly).
+    ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
+    a full window of episodes reaches it.
     """
     TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
     if cfg.macros.file:
@@ -190,14 +196,17 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
 
     metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
-    observer = _make_observer(metrics, progress)
+    observer = _make_observer(metrics, progress, stop_at_success)
     t0 = time.time()
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
+        smdp_learner.install()
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
+        # Not runner.register_policy_msg_handler: SF 2.1.1 stores the bare function where it iterates a list.
+        runner.policy_msg_handlers.setdefault(DECISIONS_KEY, []).append(observer.on_learner_report)
         status = runner.init()
         if status == 0:
             watch = WorkerWatch(runner, run_dir)

@@ -1,0 +1,230 @@
+"""SMDP learning over macro-actions inside Sample Factory's APPO learner.
+
+A macro-action that runs ``k`` primitive steps is one policy decision. Its reward is already the discounted
+sum ``sum_i gamma^i r_i`` over those steps (`rlgpt.macro.runtime.run_macro`), so the value of the state it
+ends in must be discounted by ``gamma^k``, not by ``gamma`` once per decision as Sample Factory does (that
+makes a long macro look as cheap as one step and biases the policy toward long macros).
+
+How ``k`` reaches the learner: `rlgpt.rl.sf_env.PrimitiveStepCount` adds an observation key
+``num_frames`` holding ``k`` of the transition that produced the observation (a reset after an episode end
+holds ``k`` of the episode's last transition). Sample Factory stores the observation after every step of a
+rollout (``obs[:, t + 1]``, one extra slot at the end), so ``k_t = obs["num_frames"][:, t + 1]`` without
+touching its trajectory buffers or rollout workers; the policy's encoders never see the key
+(`rlgpt.rl.model.make_encoder`). An env without the key has ``k = 1`` everywhere, which reproduces Sample
+Factory's own GAE bit for bit.
+
+`SMDPLearner` overrides `Learner._prepare_batch` (GAE and the time-out bootstrap with ``gamma^k_t``) and
+`Learner.train` (``env_steps`` grows by the exact sum of ``k`` over the batch, so ``train_for_env_steps``,
+checkpoints, FPS and every summary count primitive steps). The override copies Sample Factory 2.1.1's
+method, hence the version pin in `install`.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Any
+
+import torch
+from sample_factory.algo.learning import learner_worker
+from sample_factory.algo.learning.learner import Learner
+from sample_factory.algo.utils.misc import LEARNER_ENV_STEPS
+from sample_factory.algo.utils.tensor_dict import TensorDict, shallow_recursive_copy
+from sample_factory.utils.dicts import iterate_recursively
+from sample_factory.utils.utils import log
+from torch import Tensor
+
+NUM_FRAMES_KEY = "num_frames"
+"""Observation key holding the primitive steps of the transition that produced the observation."""
+DECISIONS_KEY = "rlgpt_decisions"
+"""Learner report key: policy decisions (transitions) consumed so far, counting earlier sessions."""
+SF_VERSION = "2.1.1"
+"""The Sample Factory version whose `Learner._prepare_batch` `SMDPLearner._prepare_batch` mirrors."""
+
+
+@torch.jit.script
+def smdp_discounted_sum(x: Tensor, dones: Tensor, valids: Tensor, discounts: Tensor) -> Tensor:
+    """``out[t] = x[t] + d_t * out[t + 1] * (1 - done_t)`` backwards over time ([T, E] tensors), with a
+    per-transition discount ``d_t`` (1 on invalid steps, as in Sample Factory's scalar version)."""
+    cumulative = torch.zeros_like(x[-1])
+    discounted_sum = torch.zeros_like(x)
+    i = len(x) - 1
+    while i >= 0:
+        discount_valid = discounts[i] * valids[i] + (1 - valids[i])
+        cumulative = x[i] + discount_valid * cumulative * (1.0 - dones[i])
+        discounted_sum[i] = cumulative
+        i -= 1
+    return discounted_sum
+
+
+def transition_discounts(num_frames: Tensor, gamma: float) -> Tensor:
+    """``gamma ** k`` per transition, computed in float64 and rounded once, so ``k = 1`` gives exactly the
+    float32 ``gamma`` Sample Factory multiplies by."""
+    return torch.pow(gamma, num_frames.double()).float()
+
+
+def smdp_gae_advantages(
+    rewards: Tensor,
+    dones: Tensor,
+    values: Tensor,
+    valids: Tensor,
+    num_frames: Tensor,
+    gamma: float,
+    lam: float,
+) -> Tensor:
+    """GAE over SMDP transitions: ``delta_t = r_t + gamma^k_t V_{t+1} - V_t`` and
+    ``A_t = delta_t + gamma^k_t lambda A_{t+1}`` ([E, T] inputs, ``values``/``valids`` [E, T + 1]).
+
+    ``lambda`` weights decisions (it is a trace over the policy's own steps), ``gamma`` primitive steps.
+    With ``num_frames == 1`` this is exactly `sample_factory.algo.utils.rl_utils.gae_advantages`.
+    """
+    rewards = rewards.transpose(0, 1)  # [E, T] -> [T, E]
+    dones = dones.transpose(0, 1).float()
+    values = values.transpose(0, 1)  # [E, T+1] -> [T+1, E]
+    valids = valids.transpose(0, 1).float()
+    num_frames = num_frames.transpose(0, 1)
+    assert len(rewards) == len(dones) == len(num_frames) == len(values) - 1
+
+    discounts = transition_discounts(num_frames, gamma)
+    trace = torch.pow(gamma, num_frames.double()).mul(lam).float()  # k = 1: float32(gamma * lam), as SF
+    deltas = (rewards - values[:-1]) * valids[:-1] + (1 - dones) * (discounts * values[1:] * valids[1:])
+    advantages = smdp_discounted_sum(deltas, dones, valids[:-1], trace)
+    return advantages.transpose(0, 1)
+
+
+def time_out_bootstrap(values: Tensor, time_outs: Tensor, dones: Tensor, discounts: Tensor) -> Tensor:
+    """Reward to add where an episode was cut by its time limit: ``gamma^k_t V(s_t)`` stands in for the
+    value of the state after the cut, ``k_t`` steps later (SF's approximation, with SMDP discounting)."""
+    return discounts * values * time_outs * dones
+
+
+def batch_num_frames(obs: TensorDict, shape: torch.Size) -> Tensor:
+    """``k_t`` for every transition of a [E, T] batch: the ``num_frames`` of the observation after it
+    (at least 1: every transition advanced the game); ones when the env does not report it."""
+    if NUM_FRAMES_KEY not in obs:
+        return torch.ones(shape)
+    return obs[NUM_FRAMES_KEY][:, 1:, 0].float().clamp_min(1.0)
+
+
+class SMDPLearner(Learner):
+    """Sample Factory's learner with ``gamma^k`` discounting and primitive-step counting (see module doc)."""
+
+    def __init__(self, cfg, *args: Any, **kwargs: Any) -> None:
+        if cfg.with_vtrace:
+            raise ValueError("with_vtrace is not supported: V-trace discounts once per decision, use GAE")
+        super().__init__(cfg, *args, **kwargs)
+        self.decisions = 0
+        """Transitions (policy decisions) trained on, counting earlier sessions."""
+        self._batch_frames = 0
+        self._batch_decisions = 0
+
+    def _get_checkpoint_dict(self) -> dict[str, Any]:
+        checkpoint = super()._get_checkpoint_dict()
+        checkpoint["decisions"] = self.decisions
+        return checkpoint
+
+    def _load_state(self, checkpoint_dict, load_progress=True):
+        super()._load_state(checkpoint_dict, load_progress)
+        if load_progress:
+            # Checkpoints from before this learner counted decisions only (SF's env_steps).
+            self.decisions = int(checkpoint_dict.get("decisions", checkpoint_dict["env_steps"]))
+
+    def train(self, batch: TensorDict) -> dict | None:
+        before = self.env_steps
+        stats = super().train(batch)
+        if stats is not None:  # SF counted experience_size * frameskip; the exact count replaces it
+            self.decisions += self._batch_decisions
+            self.env_steps = before + self._batch_frames
+            stats[LEARNER_ENV_STEPS] = self.env_steps
+            stats[DECISIONS_KEY] = self.decisions
+        return stats
+
+    def _prepare_batch(self, batch: TensorDict) -> tuple[TensorDict, int, int]:
+        # Mirrors Sample Factory 2.1.1's Learner._prepare_batch; the changes are marked "SMDP".
+        with torch.no_grad():
+            buff = shallow_recursive_copy(batch)
+
+            valids: Tensor = buff["policy_id"] == self.policy_id
+            curr_policy_version: int = self.train_step
+            recent = curr_policy_version - buff["policy_version"] < self.cfg.max_policy_lag
+            buff["valids"][:, :-1] = valids & recent
+            buff["valids"][:, -1] = buff["valids"][:, -2]
+
+            # SMDP: primitive steps per transition, read before the obs are normalized and dropped.
+            num_frames = batch_num_frames(buff["obs"], buff["rewards"].shape).to(buff["rewards"].device)
+            self._batch_frames = int(num_frames.sum().item())
+            self._batch_decisions = int(num_frames.numel())
+
+            if not self.actor_critic.training:
+                self.actor_critic.train()
+
+            buff["normalized_obs"] = self._prepare_and_normalize_obs(buff["obs"])
+            del buff["obs"]
+
+            normalized_last_obs = buff["normalized_obs"][:, -1]
+            last_rnn_states = buff["rnn_states"][:, -1]
+            buff["values"][:, -1] = self.actor_critic(normalized_last_obs, last_rnn_states, values_only=True)[
+                "values"
+            ]
+
+            if self.cfg.normalize_returns:
+                denormalized_values = buff["values"].clone()
+                self.actor_critic.returns_normalizer(denormalized_values, denormalize=True)
+            else:
+                denormalized_values = buff["values"]
+
+            if self.cfg.value_bootstrap:
+                # SMDP: a time-out ends the episode after k_t primitive steps; bootstrap with gamma^k_t.
+                discounts = transition_discounts(num_frames, self.cfg.gamma)
+                values = denormalized_values[:, :-1]
+                buff["rewards"].add_(time_out_bootstrap(values, buff["time_outs"], buff["dones"], discounts))
+
+            # SMDP: GAE with gamma^k_t (V-trace is refused in __init__).
+            buff["advantages"] = smdp_gae_advantages(
+                buff["rewards"],
+                buff["dones"],
+                denormalized_values,
+                buff["valids"],
+                num_frames,
+                self.cfg.gamma,
+                self.cfg.gae_lambda,
+            )
+            buff["returns"] = buff["advantages"] + buff["valids"][:, :-1] * denormalized_values[:, :-1]
+
+            for key in ["normalized_obs", "rnn_states", "values", "valids"]:
+                buff[key] = buff[key][:, :-1]
+
+            dataset_size = buff["actions"].shape[0] * buff["actions"].shape[1]
+            for d, k, v in iterate_recursively(buff):
+                d[k] = v.reshape((dataset_size,) + tuple(v.shape[2:]))
+
+            buff["dones_cpu"] = buff["dones"].to("cpu", copy=True, dtype=torch.float, non_blocking=True)
+            buff["rewards_cpu"] = buff["rewards"].to("cpu", copy=True, dtype=torch.float, non_blocking=True)
+
+            if self.cfg.normalize_returns:
+                self.actor_critic.returns_normalizer(buff["returns"])
+
+            num_invalids = dataset_size - buff["valids"].sum().item()
+            if num_invalids > 0:
+                invalid_fraction = num_invalids / dataset_size
+                if invalid_fraction > 0.5:
+                    log.warning(f"{self.policy_id=} batch has {invalid_fraction:.2%} of invalid samples")
+                invalid_indices = (buff["valids"] == 0).nonzero().squeeze()
+                buff["actions"][invalid_indices] = 0
+                buff["log_prob_actions"][invalid_indices] = -1
+
+            return buff, dataset_size, num_invalids
+
+
+def install(learner_cls: type[Learner] = SMDPLearner) -> None:
+    """Make Sample Factory build ``learner_cls`` for every policy (call in the trainer before `make_runner`).
+
+    Sample Factory constructs the learner in the trainer process (`LearnerWorker.__init__`) and pickles it
+    into the learner process, so patching the name there is enough. ``install(Learner)`` restores SF's own.
+    """
+    installed = version("sample-factory")
+    if installed != SF_VERSION:
+        raise RuntimeError(
+            f"rlgpt.rl.learner mirrors Sample Factory {SF_VERSION}'s Learner._prepare_batch, but "
+            f"sample-factory {installed} is installed; pin sample-factory=={SF_VERSION} or port SMDPLearner"
+        )
+    learner_worker.Learner = learner_cls
