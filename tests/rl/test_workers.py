@@ -216,3 +216,23 @@ def test_worker_death_message():
     assert "died (SIGSEGV) while no macro was running" in idle
     learner = WorkerDeath("learner_proc0", 7, 3, None).describe(run_dir)
     assert learner.startswith("learner 7 (learner_proc0) died (exit status 3); checkpoints")
+
+
+@pytest.mark.parametrize("trainer_alive", [True, False])
+def test_a_sf_child_whose_trainer_is_gone_exits_at_import(trainer_alive):
+    # A Sample Factory child imports sf_env while it unpickles its target; if the trainer died before that,
+    # the child was re-parented and must not take its new parent for the trainer (it would live on).
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    trainer = os.getpid() if trainer_alive else gone.pid
+    child = subprocess.run(
+        [sys.executable, "-c", "import rlgpt.rl.sf_env; print('alive')", "--multiprocessing-fork"],
+        env=dict(os.environ, RLGPT_TRAINER_PID=str(trainer)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if trainer_alive:
+        assert child.returncode == 0 and "alive" in child.stdout, child.stderr[-2000:]
+    else:
+        assert child.returncode == 1 and "alive" not in child.stdout, child.stderr[-2000:]

@@ -32,6 +32,8 @@ ENV_PREFIX = "crafter_"
 # Sample Factory's console handler is module-level in every process it spawns; importing this module
 # (which each worker does to unpickle the env factory) applies the level the trainer chose.
 SF_CONSOLE_LEVEL_ENV = "RLGPT_SF_CONSOLE_LEVEL"
+# The trainer's pid, inherited by every Sample Factory child it spawns (see `die_with_parent`).
+TRAINER_PID_ENV = "RLGPT_TRAINER_PID"
 
 
 def apply_console_level() -> None:
@@ -53,7 +55,9 @@ def die_with_parent() -> None:
     """
     if not is_sf_child_process() or not sys.platform.startswith("linux"):
         return
-    trainer = os.getppid()
+    # The trainer says who it is: a child whose trainer died before this import would otherwise take the
+    # process it was re-parented to for its trainer and live on as an orphan.
+    trainer = int(os.environ.get(TRAINER_PID_ENV) or os.getppid())
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != trainer:  # the trainer died before the request took effect

@@ -22,7 +22,13 @@ from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
-from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
+from rlgpt.rl.sf_env import (
+    SF_CONSOLE_LEVEL_ENV,
+    TRAINER_PID_ENV,
+    add_rlgpt_args,
+    apply_console_level,
+    register_task_env,
+)
 from rlgpt.rl.workers import WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
@@ -185,6 +191,7 @@ def train(
     clear_markers(run_dir)
 
     os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
+    os.environ[TRAINER_PID_ENV] = str(os.getpid())  # Sample Factory's children die with this process
     apply_console_level()
     if cfg.wandb:
         os.environ.setdefault("WANDB_MODE", "offline")
