@@ -22,6 +22,7 @@ from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
 from rlgpt.macro.files import sources_from_json
+from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
 
@@ -119,6 +120,24 @@ class EpisodeStats(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class ObservationParts(gym.ObservationWrapper):
+    """Zeroes the parts of a symbolic observation (``view``, ``vector``) the RL setup left out; the
+    observation space keeps its shape so that the policy network is the same whatever the setup chose."""
+
+    def __init__(self, env: gym.Env, keep: tuple[str, ...]):
+        super().__init__(env)
+        space = env.observation_space
+        self.drop = tuple(k for k in getattr(space, "spaces", {}) if k not in keep)
+
+    def observation(self, observation):
+        if not self.drop:
+            return observation
+        observation = dict(observation)
+        for key in self.drop:
+            observation[key] = observation[key] * 0
+        return observation
+
+
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
     """Sample Factory env factory for ``crafter_<task>`` names."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
@@ -127,6 +146,12 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
         obs_mode=cfg.rlgpt_obs_mode,
         episode_length=cfg.rlgpt_episode_length,
     )
+    if cfg.rlgpt_reward:
+        # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
+        # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
+        env = DenseRewardWrapper(env, cfg.rlgpt_reward, seed=int(cfg.seed or 0))
+    if cfg.rlgpt_observation:
+        env = ObservationParts(env, tuple(cfg.rlgpt_observation.split(",")))
     if cfg.rlgpt_macros:
         # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
         env = MacroActionWrapper(
@@ -154,3 +179,5 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
+    parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
+    parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts, e.g. view,vector")
