@@ -1,0 +1,106 @@
+"""The critic: reads probes, the evaluation and diagnostics; tells the fast or slow agent what to change.
+
+Its prompt renders everything compactly and within `AgentConfig.critic_max_chars`: a small model reads a
+short, dense report better than raw JSON, and a long report must not overflow the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rlgpt import prompts
+from rlgpt.agents.common import bounded, describe_task, documentation, render_decomposition
+from rlgpt.agents.replies import Decomposition, Feedback
+from rlgpt.config import AgentConfig
+from rlgpt.llm.client import LLMClient
+from rlgpt.llm.types import Message, SamplingParams
+from rlgpt.macro.diagnostics import Diagnostic
+from rlgpt.macro.probe import ProbeReport
+
+ROLE = "critic"
+
+
+def render_eval(report: Mapping[str, Any] | None) -> str:
+    """An evaluation (e.g. `rlgpt.rl.evaluate.EvalReport` as a dict) as short lines.
+
+    Known keys: ``success_rate``, ``achievement_success`` (only non-zero rates are listed),
+    ``mean_episode_steps``, ``mean_return``, ``episodes``, ``macro_stats`` (name -> counters such as calls,
+    successes, failures by kind) and ``traces`` (text of the last steps before failures); other scalar keys
+    are listed as they are.
+    """
+    if not report:
+        return "(no evaluation yet)"
+    lines: list[str] = []
+    done = {"achievement_success", "macro_stats", "traces", "task"}
+    for key, value in report.items():
+        if key not in done and isinstance(value, int | float | str | bool):
+            lines.append(f"{key}: {value:.3g}" if isinstance(value, float) else f"{key}: {value}")
+    rates = report.get("achievement_success") or {}
+    unlocked = ", ".join(f"{k} {v:.0%}" for k, v in sorted(rates.items(), key=lambda kv: -kv[1]) if v > 0)
+    if rates:
+        lines.append(f"achievements unlocked: {unlocked or 'none'}")
+    for name, stats in (report.get("macro_stats") or {}).items():
+        parts = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in _flat(stats).items() if v)
+        lines.append(f"macro {name}: {parts or 'never called'}")
+    traces = report.get("traces") or []
+    for trace in traces[-3:]:
+        lines.append(f"trace before a failure: {trace}")
+    return "\n".join(lines)
+
+
+def _flat(stats: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{prefix}{key}_"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def render_diagnostics(diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]]) -> str:
+    """One line per diagnostic (``(source name, Diagnostic)`` pairs are prefixed with the name);
+    repeated lines are counted, not repeated."""
+    counts: dict[str, int] = {}
+    for item in diagnostics:
+        line = f"{item[0]}: {item[1]}" if isinstance(item, tuple) else str(item)
+        counts[line] = counts.get(line, 0) + 1
+    if not counts:
+        return "none"
+    return "\n".join(f"- {line}" + (f" (x{n})" if n > 1 else "") for line, n in counts.items())
+
+
+class Critic:
+    """Probes + evaluation + diagnostics in, typed `Feedback` out."""
+
+    def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
+        self.client = client
+        self.config = config or AgentConfig()
+
+    def messages(self, task: str, iteration: int, decomposition: Decomposition | None,
+                 probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
+                 diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]] = ()) -> list[Message]:
+        """The prompt; the three reports share `critic_max_chars` (probes 40%, evaluation 35%,
+        diagnostics 25%)."""
+        limit = self.config.critic_max_chars
+        probe_text = "\n".join(p.render() for p in probes) or "(no macros probed)"
+        return prompts.render(
+            ROLE, **documentation(), task=describe_task(task), iteration=str(iteration),
+            decomposition=render_decomposition(decomposition),
+            probes=bounded(probe_text, int(limit * 0.40)),
+            eval_report=bounded(render_eval(evaluation), int(limit * 0.35)),
+            diagnostics=bounded(render_diagnostics(diagnostics), int(limit * 0.25)),
+        )
+
+    def review(self, task: str, iteration: int, decomposition: Decomposition | None,
+               probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
+               diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]] = ()) -> Feedback:
+        """Ask for feedback (greedy; schema-checked and re-asked by the client)."""
+        messages = self.messages(task, iteration, decomposition, probes, evaluation, diagnostics)
+        data = self.client.structured(ROLE, messages, prompts.schema_for_role(ROLE),
+                                      sampling=SamplingParams(temperature=0.0,
+                                                              max_tokens=self.config.json_max_tokens,
+                                                              seed=self.config.seed))
+        return Feedback.from_dict(data)
