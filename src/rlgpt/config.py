@@ -417,7 +417,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
 
 
 def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Build a RunConfig from defaults, then a YAML file, then ``key=value`` overrides (``train.ppo.rollout=32``,
+    """Build a RunConfig from defaults, a YAML file, then ``key=value`` overrides (``train.ppo.rollout=32``,
     ``agents.samples=1``, ``llm.base_url=...``)."""
     cfg = RunConfig()
     if path is not None:

@@ -87,7 +87,8 @@ def evaluate(
     """Play ``episodes`` episodes with the newest checkpoint of ``run_dir`` and report success rates.
 
     ``episode_length`` replaces the training's episode limit (so that runs trained with different horizons
-    are evaluated alike). With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and ``eval_success.png``.
+    are evaluated alike). With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and
+    ``eval_success.png``.
     """
     if episodes < 1:
         raise EvalError(f"episodes must be >= 1, got {episodes}")

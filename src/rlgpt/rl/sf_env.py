@@ -146,12 +146,20 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
         obs_mode=cfg.rlgpt_obs_mode,
         episode_length=cfg.rlgpt_episode_length,
     )
-    if cfg.rlgpt_reward:
+    return wrap_task_env(env, cfg)
+
+
+def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
+    """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
+    also used to run a trained policy on another env (`rlgpt.skills` chains skills in one episode)."""
+    # getattr: configs of runs trained before these flags existed lack them.
+    reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
+    if reward and dense_reward:
         # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
         # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
-        env = DenseRewardWrapper(env, cfg.rlgpt_reward, seed=int(cfg.seed or 0))
-    if cfg.rlgpt_observation:
-        env = ObservationParts(env, tuple(cfg.rlgpt_observation.split(",")))
+        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0))
+    if observation:
+        env = ObservationParts(env, tuple(observation.split(",")))
     if cfg.rlgpt_macros:
         # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
         env = MacroActionWrapper(
@@ -180,4 +188,4 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
     parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
-    parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts, e.g. view,vector")
+    parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")
