@@ -49,10 +49,7 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
 def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgress) -> dict[str, Any]:
     """The LLM's code as the whole policy: one macro (written, repaired and probed like any other),
     called again and again until each evaluation episode ends; no RL."""
-    targets = TaskSpec.from_name(cfg.task).targets
-    sub = SubAction(POLICY_MACRO, f"play the whole task: {describe_task(cfg.task)}; the function is called "
-                    "again each time it returns, until the episode ends", "code", targets[-1],
-                    "code-as-policy baseline")
+    sub = policy_subaction(cfg.task)
     progress.phase("fast", 0, cfg.task)
     code_dir = run_dir / "code"
 
@@ -67,6 +64,14 @@ def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgr
                    "steps": 0, "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
     return result_record(cfg, cfg.task, "code", cfg.steps, 0, evaluation["report"] or {}, iterations,
                          best="code", played_steps=evaluation["played_steps"], error=evaluation["error"])
+
+
+def policy_subaction(task: str) -> SubAction:
+    """What `--mode code` asks the fast agent for: the whole task as one macro, probed against its last
+    target."""
+    return SubAction(POLICY_MACRO, f"play the whole task: {describe_task(task)}; the function is called "
+                     "again each time it returns, until the episode ends", "code",
+                     TaskSpec.from_name(task).targets[-1], "code-as-policy baseline")
 
 
 def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:

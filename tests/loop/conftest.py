@@ -1,5 +1,5 @@
 """Helpers for the loop tests: the smoke RunConfig, the run's response cache filled with recorded replies
-(served through the real client's cache path, `llm.replay_only`), step files and the CLI in a child process."""
+(served through the real client's cache path, `llm.replay_only`), step files, the CLI in a child process."""
 
 from __future__ import annotations
 

@@ -6,7 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SMOKE, assert_error_line, cli, json_sampling, record, role_schema, smoke_config, write_step
+from conftest import (
+    SMOKE,
+    assert_error_line,
+    cli,
+    json_sampling,
+    record,
+    role_schema,
+    smoke_config,
+    write_step,
+)
 
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.replies import Decomposition, SubAction
@@ -88,7 +97,8 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
 
 
 def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:
-    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=3", f"task={TASK}", "success_threshold=0.75")
+    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=3", f"task={TASK}",
+                       "success_threshold=0.75")
     client = replay_client(cfg)
     critic = Critic(client, cfg.agents)
     run_dir = tmp_path / "run"
@@ -115,8 +125,9 @@ def test_a_reply_that_never_validates_is_one_error_line_and_keeps_the_run(tmp_pa
     slow = SlowAgent(replay_client(cfg), cfg.agents)
     record(cfg, slow.messages(cfg.task), "Sure! Here is the decomposition: chop trees.", json_sampling(cfg),
            role_schema("slow"))
-    proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--set", f"llm.cache_dir={run_dir / 'llm_cache'}",
-               "--set", "llm.replay_only=true", "--set", "llm.schema_retries=0")
+    proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir),
+               "--set", f"llm.cache_dir={run_dir / 'llm_cache'}", "--set", "llm.replay_only=true",
+               "--set", "llm.schema_retries=0")
     assert_error_line(proc, "slow", "schema-valid")
     assert (run_dir / "run.yaml").is_file() and len(list((run_dir / "llm_cache").glob("*/*.json"))) == 1
     assert not (run_dir / "iter_000" / "slow.json").exists()
