@@ -116,4 +116,48 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
         summary["llm"] = client.metrics()
     summary["run_dir"] = str(run_dir)
     rundir.write_json(run_dir / SUMMARY_JSON, summary)
+    if cfg.wandb:
+        log_to_wandb(cfg, run_dir, summary)
     return summary
+
+
+WANDB_ID = "wandb_id.txt"
+
+
+def log_to_wandb(cfg: RunConfig, run_dir: Path, summary: dict[str, Any]) -> None:
+    """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
+    the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
+    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; the generated code as
+    artifacts."""
+    import json
+    import os
+    import uuid
+
+    import wandb
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    id_path = run_dir / WANDB_ID
+    if not id_path.is_file():
+        rundir.atomic_write_text(id_path, uuid.uuid4().hex[:12])
+    run = wandb.init(id=id_path.read_text().strip(), project=cfg.wandb_project, dir=str(run_dir),
+                     config=dataclasses.asdict(cfg), resume="allow", name=run_dir.name)
+    try:
+        for it in summary["iterations"]:
+            scalars: dict[str, float] = {"train/steps": it["steps"], "eval/success_rate": it["success_rate"]}
+            eval_path = run_dir / it["dir"] / "eval.json"
+            report = json.loads(eval_path.read_text()).get("report") if eval_path.is_file() else None
+            for name, rate in ((report or {}).get("achievement_success") or {}).items():
+                scalars[f"eval/achievement/{name}"] = rate
+            for macro, stats in ((report or {}).get("macro_stats") or {}).items():
+                scalars.update({f"macro/{macro}/{k}": v for k, v in stats.items()})
+            run.log(scalars, step=it["index"])
+        final = {**summary.get("llm", {}), "eval/best_success_rate": summary["success_rate"],
+                 "train/steps_used": summary["steps_used"]}
+        run.log(final, step=len(summary["iterations"]))
+        code = wandb.Artifact(f"code-{run_dir.name}", type="code")
+        for path in sorted(run_dir.glob("*/macros.yaml")) + sorted(run_dir.glob("*/reward.py")):
+            code.add_file(str(path), name=f"{path.parent.name}/{path.name}")
+        if code.manifest.entries:
+            run.log_artifact(code)
+    finally:
+        run.finish()

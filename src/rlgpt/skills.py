@@ -218,11 +218,11 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
                 obs, _, terminated, truncated, info = env.step(action)
                 steps += int(info.get("macro_steps", 1))
                 recent.append(f"{policy.skill.task}:{action}")
+                reached = all(info["achievements"].get(g, 0) > 0 for g in goals)
+                stage += int(reached)
                 if terminated or truncated:
                     ended = True
-                    break
-                if all(info["achievements"].get(g, 0) > 0 for g in goals):
-                    stage += 1
+                if reached or ended:
                     break
         successes.append(float(info.get("success", False)))
         reached.append(stage)

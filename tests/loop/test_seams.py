@@ -54,6 +54,7 @@ def prefill_iteration(it_dir: Path, success: float) -> None:
     """An iteration whose fast step and training already finished (as a killed run leaves them)."""
     write_step(it_dir / "fast.json", fast_without_code())
     write_step(it_dir / "probes.json", [])
+    (it_dir / "reward.py").write_text("def reward(game, prev):\n    return 0.0\n")
     write_step(it_dir / "eval.json", evaluation(success))
 
 
@@ -98,7 +99,7 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
 
 def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:
     cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=3", f"task={TASK}",
-                       "success_threshold=0.75")
+                       "success_threshold=0.75", "wandb=true")
     client = replay_client(cfg)
     critic = Critic(client, cfg.agents)
     run_dir = tmp_path / "run"
@@ -117,6 +118,12 @@ def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Pat
     assert json.loads((run_dir / "iter_001" / "critic.json").read_text())["by"] == "threshold"
     assert not (run_dir / "iter_002").exists()
     assert [it["critic"] for it in summary["iterations"]] == ["fast", "done"]
+    # One offline W&B run for the whole `rlgpt run`, with the loop's metrics and the code as an artifact.
+    runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    logged = next(runs[0].glob("*.wandb")).read_bytes()
+    for key in (b"eval/success_rate", b"train/steps", b"llm/cache_hits", b"code-run"):
+        assert key in logged, key
 
 
 def test_a_reply_that_never_validates_is_one_error_line_and_keeps_the_run(tmp_path: Path) -> None:
