@@ -9,6 +9,7 @@ from rlgpt.llm.cache import ResponseCache
 from rlgpt.llm.client import LLMClient, RoleUsage
 from rlgpt.llm.config import LLMConfig, build_backend, build_client
 from rlgpt.llm.errors import (
+    BackendCrashedError,
     BackendUnavailableError,
     CacheMissError,
     ConfigError,
@@ -25,6 +26,7 @@ from rlgpt.llm.types import Backend, Completion, Message, SamplingParams
 
 __all__ = [
     "Backend",
+    "BackendCrashedError",
     "BackendUnavailableError",
     "CacheMissError",
     "Completion",

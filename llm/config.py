@@ -15,6 +15,7 @@ from rlgpt.llm.model_store import DEFAULT_MODEL
 from rlgpt.llm.types import Backend, SamplingParams
 
 BACKENDS = ("embedded", "http")
+ISOLATIONS = ("process", "none")
 
 
 @dataclass
@@ -37,6 +38,11 @@ class LLMConfig:
     """Embedded: context window in tokens."""
     threads: int | None = None
     """Embedded: CPU threads (None = all cores)."""
+    isolation: str = "process"
+    """Embedded: "process" runs llama.cpp in a child server process that is restarted when it crashes (a
+    native fault is a BackendCrashedError and a retry, not a dead run); "none" loads it in this process."""
+    crash_retries: int = 1
+    """Embedded with isolation "process": times a request is re-sent after the server died under it."""
     timeout_s: float = 300.0
     """HTTP: per-request timeout in seconds."""
     max_retries: int = 3
@@ -63,6 +69,8 @@ class LLMConfig:
             raise ConfigError(f"llm.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.dialect not in DIALECTS:
             raise ConfigError(f"llm.dialect must be one of {DIALECTS}, got {self.dialect!r}")
+        if self.isolation not in ISOLATIONS:
+            raise ConfigError(f"llm.isolation must be one of {ISOLATIONS}, got {self.isolation!r}")
         if self.max_tokens < 1:
             raise ConfigError(f"llm.max_tokens must be >= 1, got {self.max_tokens}")
         if self.replay_only and not self.cache_dir:
@@ -97,6 +105,11 @@ def build_backend(config: LLMConfig) -> Backend:
     from rlgpt.llm.model_store import resolve_model_path
 
     path = resolve_model_path(config.model, Path(config.model_dir) if config.model_dir else None)
+    if config.isolation == "process":
+        from rlgpt.llm.isolated import IsolatedBackend
+
+        return IsolatedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
+                               crash_retries=config.crash_retries, timeout_s=config.timeout_s)
     return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads)
 
 

@@ -63,3 +63,16 @@ class ContextOverflowError(LLMError):
 
 class CacheMissError(LLMError):
     """Replay-only mode asked for a response that is not in the on-disk cache."""
+
+
+class BackendCrashedError(LLMError):
+    """The model's child process died (e.g. a native crash in llama.cpp) while answering.
+
+    The backend restarts the process, so the next call works; this is raised once the configured retries
+    after a crash are used up. Attributes:
+        returncode: the child's exit status (negative: killed by that signal number).
+    """
+
+    def __init__(self, message: str, returncode: int | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode

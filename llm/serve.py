@@ -38,7 +38,8 @@ def llama_server_command(model_path: Path, *, host: str = "127.0.0.1", port: int
                 f"llama.cpp's server needs {module!r}; run `pip install 'llama-cpp-python[server]==0.3.36'`"
             )
     threads = n_threads or os.cpu_count() or 1
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", host,
+    # Our wrapper of llama_cpp.server: the same server, also accepting OpenAI's json_schema response_format.
+    cmd = [sys.executable, "-m", "rlgpt.llm.llama_server", "--model", str(model_path), "--host", host,
            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
            "--n_threads_batch", str(threads)]
     if model_alias:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Recording, record_reply
+from agent_helpers import Recording, record_reply
 
+from rlgpt import prompts
+from rlgpt.agents.common import describe_task, documentation, render_decomposition
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
@@ -76,8 +78,6 @@ def test_reward_is_compiled_dry_run_and_runtime_failures_are_repaired(client: LL
                                                                       recording: Recording) -> None:
     agent = FastAgent(client, CONFIG)
     decomposition = Decomposition((CHOP,))
-    from rlgpt import prompts
-    from rlgpt.agents.common import describe_task, documentation, render_decomposition
     messages = prompts.render("fast_reward", **documentation(), task=describe_task("collect_wood"),
                               decomposition=render_decomposition(decomposition), feedback="none")
     bad = ("```python\ndef reward(game, prev):\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Recording, record_reply
+from agent_helpers import Recording, record_reply
 
 from rlgpt import prompts
 from rlgpt.agents.critic import Critic, render_eval

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 
+import jsonschema
 import pytest
 
 from rlgpt.llm import (
@@ -17,6 +19,7 @@ from rlgpt.llm import (
     ServerUnavailableError,
 )
 from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.llama_server import translate_response_format
 from rlgpt.llm.serve import ManagedServer, free_port
 
 SCHEMA = {
@@ -45,12 +48,32 @@ def test_llama_server_json_object_dialect(llama_server: ManagedServer) -> None:
     assert client.metrics()["llm/slow/prompt_tokens"] > 10
 
 
-def test_llama_server_rejects_vllm_dialect_with_hint(llama_server: ManagedServer) -> None:
+def test_llama_server_accepts_openai_json_schema_format(llama_server: ManagedServer) -> None:
+    # Exactly what the official `openai` client's structured-output helpers send; llama-cpp-python's own
+    # server answers it with HTTP 500 (its response_format type allows only text/json_object).
+    body = {"model": "qwen-0.5b", "messages": MESSAGES, "max_tokens": 40, "temperature": 0,
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "reply", "schema": SCHEMA, "strict": True}}}
+    request = urllib.request.Request(llama_server.base_url + "/chat/completions",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        assert response.status == 200
+        reply = json.loads(response.read())
+    data = json.loads(reply["choices"][0]["message"]["content"])
+    jsonschema.validate(data, SCHEMA)
+    _check(data)
     backend = OpenAIHTTPBackend(llama_server.base_url, dialect="json_schema", max_retries=0)
-    hint = "(?s)HTTP 500: .*response_format.*dialect='json_object'"
-    with pytest.raises(HTTPStatusError, match=hint) as info:
-        backend.complete(MESSAGES, SCHEMA, SAMPLING)
-    assert info.value.status == 500
+    _check(LLMClient(backend, default_sampling=SAMPLING).structured("slow", MESSAGES, SCHEMA))
+
+
+def test_json_schema_translation_leaves_other_requests_alone() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "r", "schema": SCHEMA, "strict": True}}
+    out = translate_response_format({"model": "m", "response_format": fmt})
+    assert out == {"model": "m", "response_format": {"type": "json_object", "schema": SCHEMA}}
+    for body in ({"model": "m"}, {"response_format": {"type": "json_object", "schema": SCHEMA}},
+                 {"response_format": {"type": "text"}}):
+        assert translate_response_format(body) is body
 
 
 def test_llama_server_context_overflow(llama_server: ManagedServer) -> None:

@@ -1,0 +1,92 @@
+"""llama-cpp-python's OpenAI server, also accepting OpenAI's standard structured-output request.
+
+llama-cpp-python 0.3.36's server types `response_format.type` as "text" | "json_object" (with llama.cpp's
+own `schema` key), so the standard `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`
+that the official `openai` client's structured-output helpers send is refused before it reaches the model.
+`JsonSchemaFormat` is an ASGI middleware that rewrites that shape into llama.cpp's
+`{"type": "json_object", "schema": ...}` (the same grammar-constrained decoding) and passes everything
+else through untouched. Run as ``python -m rlgpt.llm.llama_server`` with llama_cpp.server's arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions")
+
+
+def translate_response_format(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with an OpenAI ``json_schema`` response_format turned into llama.cpp's ``json_object`` +
+    ``schema`` (unchanged when there is nothing to translate)."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return body
+    spec = fmt.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    translated: dict[str, Any] = {"type": "json_object"}
+    if isinstance(schema, dict):
+        translated["schema"] = schema
+    return {**body, "response_format": translated}
+
+
+class JsonSchemaFormat:
+    """ASGI middleware applying `translate_response_format` to completion requests."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") not in \
+                _REWRITTEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # client went away
+                await self.app(scope, receive, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            translated = translate_response_format(body)
+            if translated is not body:
+                raw = json.dumps(translated).encode("utf-8")
+                headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+                scope = {**scope, "headers": [*headers, (b"content-length", str(len(raw)).encode())]}
+        sent = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def main() -> None:
+    """llama_cpp.server's own entry point, with its app wrapped in `JsonSchemaFormat`."""
+    from llama_cpp.server import __main__ as llama_main
+
+    create_app = llama_main.create_app
+    llama_main.create_app = lambda **kwargs: JsonSchemaFormat(create_app(**kwargs))  # type: ignore[assignment]
+    llama_main.main()
+
+
+if __name__ == "__main__":
+    main()
