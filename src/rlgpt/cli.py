@@ -77,20 +77,22 @@ def _eval(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from rlgpt.config import load_run_config
 
-    overrides = list(args.set or [])
-    for flag in ("task", "steps", "seed", "run_dir", "mode"):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides.append(f"{flag}={value}")
+    overrides = []
     if args.llm is not None:
         if args.llm == "embedded":
             overrides.append("llm.backend=embedded")
         elif args.llm.startswith(("http://", "https://")):
-            overrides += ["llm.backend=http", f"llm.base_url={args.llm}"]
+            # The served model name defaults to the server's first model; `--set llm.model=...` picks one.
+            overrides += ["llm.backend=http", f"llm.base_url={args.llm}", "llm.model="]
         else:
             from rlgpt.config import ConfigError
 
             raise ConfigError(f"--llm must be 'embedded' or an http(s)://HOST:PORT/v1 URL, got {args.llm!r}")
+    overrides += list(args.set or [])
+    for flag in ("task", "steps", "seed", "run_dir", "mode"):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{flag}={value}")
     if args.wandb:
         overrides.append("wandb=true")
     cfg = load_run_config(args.config, overrides)
