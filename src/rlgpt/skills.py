@@ -92,7 +92,7 @@ class SkillLibrary:
         """Store a trained policy (the run directory's config and newest checkpoint) as a skill for `task`."""
         from rlgpt.rl.checkpoint import latest_checkpoint
 
-        checkpoint = latest_checkpoint(Path(train_dir))
+        checkpoint = Path(latest_checkpoint(train_dir))
         entry_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         with self._locked():
             staging = self.root / task / f".{entry_id}.tmp"
