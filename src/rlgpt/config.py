@@ -399,13 +399,13 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
-        (cfg.steps_per_iteration >= cfg.train.ppo.batch_size or cfg.mode == "code",
-         f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least one training batch "
-         f"({cfg.train.ppo.batch_size} steps)"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
+        raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
+                          f"one training batch ({cfg.train.ppo.batch_size} steps)")
     cfg.train.task, cfg.train.steps, cfg.train.seed = cfg.task, max(cfg.steps_per_iteration, 1), cfg.seed
     validate(cfg.train)
     try:

@@ -54,10 +54,12 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     it = run_dir / "iter_000"
 
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # The training job is submitted only after the slow and fast steps (and the probes) are complete.
-    wait_for(lambda: (it / "train" / "job.json").is_file(), "the training job", first)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    try:
+        # The training job is submitted only after the slow and fast steps (and the probes) are complete.
+        wait_for(lambda: (it / "train" / "job.json").is_file(), "the training job", first)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
     answered = len(list((run_dir / "llm_cache").glob("*/*.json")))
     assert answered >= 3  # slow, at least the reward and the setup of the fast agent
     # The trainer (and its Sample Factory workers) die with the loop instead of training on as orphans.
