@@ -249,20 +249,25 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file, or ConfigError saying what is wrong with it."""
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Build a TrainConfig from defaults, then a YAML file, then ``key=value`` overrides."""
     cfg = TrainConfig()
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
-        _apply(cfg, data)
+        _apply(cfg, read_config_file(path))
         if cfg.macros.file and not Path(cfg.macros.file).is_absolute():
             cfg.macros.file = str(path.parent / cfg.macros.file)
     for item in overrides or []:
@@ -421,16 +426,7 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     ``agents.samples=1``, ``llm.base_url=...``)."""
     cfg = RunConfig()
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
-        _apply(cfg, data)
+        _apply(cfg, read_config_file(Path(path)))
     for item in overrides or []:
         _apply(cfg, _parse_override(item))
     return validate_run(cfg)

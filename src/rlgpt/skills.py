@@ -199,7 +199,7 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
 
     spec = TaskSpec.from_name(task)
     policies = [SkillPolicy(s) for s in skills]
-    successes, reached, lengths, traces = [], [], [], []
+    successes, stages, lengths, traces = [], [], [], []
     unlocked_any = dict.fromkeys(ACHIEVEMENTS, 0.0)
     for episode in range(episodes):
         base = ChainBase(make_task_env(spec, episode_length=episode_length))
@@ -218,20 +218,20 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
                 obs, _, terminated, truncated, info = env.step(action)
                 steps += int(info.get("macro_steps", 1))
                 recent.append(f"{policy.skill.task}:{action}")
-                reached = all(info["achievements"].get(g, 0) > 0 for g in goals)
-                stage += int(reached)
+                goal_done = all(info["achievements"].get(g, 0) > 0 for g in goals)
+                stage += int(goal_done)
                 if terminated or truncated:
                     ended = True
-                if reached or ended:
+                if goal_done or ended:
                     break
         successes.append(float(info.get("success", False)))
-        reached.append(stage)
+        stages.append(stage)
         lengths.append(steps)
         for name in ACHIEVEMENTS:
             unlocked_any[name] += float(info["achievements"].get(name, 0) > 0) / episodes
         if not info.get("success") and len(traces) < TRACE_EPISODES:
             traces.append(" -> ".join(recent))
     return {"task": task, "episodes": episodes, "success_rate": float(np.mean(successes)),
-            "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(reached)),
+            "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(stages)),
             "mean_episode_steps": float(np.mean(lengths)), "chain": [s.task for s in skills],
             "traces": traces}
