@@ -12,12 +12,13 @@ file exists is read instead of run (`step`). That is the whole resume story: a r
 
 Layout of ``RUN/``::
 
-    iter_000/slow.json       the decomposition in effect (``new``: asked this iteration, or carried over)
+    iter_000/slow.json       the decomposition in effect (``new``: asked this iteration, with its prompt)
     iter_000/fast.json       the fast agent's reply, every macro candidate with its attempts and probe
     iter_000/macros.yaml     the kept macros;  reward.py: the dense reward;  probes.json: kept macros' probes
     iter_000/train/          an `rlgpt train` run directory (job.json, checkpoints, metrics.csv, eval/)
     iter_000/eval.json       the training's outcome and its evaluation
-    iter_000/critic.json     the critic's feedback (or ``by: threshold`` when success reached the threshold)
+    iter_000/critic.json     the critic's feedback and prompt (``by: threshold``: success reached it)
+    llm_cache/               every request (prompt) and reply, one JSON file each
     summary.json             the result record: best iteration, success, budget used
 """
 
@@ -162,7 +163,8 @@ class Loop:
         if current is not None:
             return {"new": False, "feedback": feedback, "decomposition": current.to_dict()}
         decomposition = self.agents.slow.decompose(task, feedback)
-        return {"new": True, "feedback": feedback, "decomposition": decomposition.to_dict()}
+        return {"new": True, "feedback": feedback, "decomposition": decomposition.to_dict(),
+                "prompt": self.agents.slow.messages(task, feedback)}
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
                   feedback: str) -> dict[str, Any]:
@@ -201,9 +203,9 @@ class Loop:
         diagnostics = fast_diagnostics(fast)
         if evaluation["error"]:
             diagnostics.append(f"training failed: {evaluation['error']}")
-        feedback: Feedback = self.agents.critic.review(task, index + 1, decomposition, probes,
-                                                       evaluation["report"], diagnostics)
-        return {"by": "critic", **feedback.to_dict()}
+        args = (task, index + 1, decomposition, probes, evaluation["report"], diagnostics)
+        feedback: Feedback = self.agents.critic.review(*args)
+        return {"by": "critic", **feedback.to_dict(), "prompt": self.agents.critic.messages(*args)}
 
     # -- the planner: long-horizon tasks as a chain of skills -------------------------------------------
 

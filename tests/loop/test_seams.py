@@ -86,6 +86,7 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
 
     new = json.loads((run_dir / "iter_001" / "slow.json").read_text())
     assert new["new"] is True and "find_tree never yields wood" in new["feedback"]
+    assert new["prompt"] == slow.messages(TASK, feedback_text(slow_feedback))  # the prompt is kept
     assert Decomposition.from_dict(new["decomposition"]) == SECOND
     assert json.loads((run_dir / "iter_001" / "critic.json").read_text())["target"] == "done"
     assert not (run_dir / "iter_002").exists()  # done ends the loop though an inner iteration was left
