@@ -1,7 +1,8 @@
 """The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``report`` and ``llm`` (``serve``, ``fetch``).
 
 Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
-single ``rlgpt: error: ...`` line and exit status 2, not a traceback.
+single ``rlgpt: error: ...`` line and exit status 2, not a traceback; a worker process that dies during
+training ends the run with one such line naming it (and the macro it ran) and exit status 1.
 """
 
 from __future__ import annotations
@@ -179,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlgpt.report import ReportError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
+    from rlgpt.rl.workers import WorkerDiedError
     from rlgpt.rundir import RunDirError
 
     user_errors = (
@@ -197,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except user_errors as e:
         print(f"rlgpt: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except WorkerDiedError as e:
+        print(f"rlgpt: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("rlgpt: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130

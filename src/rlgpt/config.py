@@ -80,6 +80,10 @@ class MacroConfig:
     """YAML/JSON list of macros (``name``, ``code``, optional ``description``); ``None`` = primitives only."""
     max_steps: int = 32
     """Primitive steps after which a running macro is cut off."""
+    memory_limit_mb: int = 1024
+    """OS-level backstop: each env worker running macros may grow its data segment by at most this many MiB
+    beyond its size at start (``RLIMIT_DATA``); an allocation past it fails the one macro call that made it
+    (``memory`` diagnostic) instead of exhausting the machine. 0 disables it."""
 
 
 @dataclass
@@ -233,6 +237,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.ppo.num_epochs >= 1, "ppo.num_epochs must be >= 1"),
         (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
+        (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),

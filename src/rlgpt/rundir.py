@@ -21,6 +21,8 @@ EVAL_DIR = "eval"
 EVAL_JSON = "eval.json"
 EVAL_PNG = "eval_success.png"
 SF_CONFIG = "config.json"
+WORKER_MARKERS = ".workers"
+"""Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
 
 
 class RunDirError(OSError):
@@ -39,12 +41,32 @@ def prepare_run_dir(path: str | os.PathLike) -> Path:
     return path
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` can only be read by setting it, which
+    races with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write a file so that a crash leaves either the old or the new content, never a torn one."""
+    """Write a file so that a crash leaves either the old or the new content, never a torn one.
+
+    The file gets the permissions ``open()`` would give it (0644 under the usual umask), not mkstemp's 0600:
+    run-directory outputs are meant to be read like any other output.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -82,8 +82,7 @@ def _vllm_shape_error(body: dict[str, Any]) -> str | None:
 @pytest.fixture(scope="session")
 def vllm_front(embedded: EmbeddedBackend) -> Iterator[VLLMFront]:
     """An HTTP server speaking vLLM's OpenAI API shape; generation is done by the real 0.5B model."""
-    port = free_port()
-    front = VLLMFront(base_url=f"http://127.0.0.1:{port}/v1")
+    front = VLLMFront(base_url="")
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -130,7 +129,9 @@ def vllm_front(embedded: EmbeddedBackend) -> Iterator[VLLMFront]:
                                "total_tokens": done.prompt_tokens + done.completion_tokens}}
             self._send(200, json.dumps(reply).encode())
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    # Bound to port 0 here, not to a free_port() number: nothing can take the port between choice and bind.
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    front.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield front

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import jsonschema
@@ -177,3 +178,10 @@ def test_timeout_counts_as_unavailable(front) -> None:
                                 max_retries=1, backoff_s=0.01)
     with pytest.raises(ServerUnavailableError, match="after 2 attempts"):
         backend.complete(MESSAGES, None, SAMPLING)
+    # The abandoned requests are still being handled; wait until both took their late reply, or they would
+    # outlive the test and take (or, with the script cleared, generate with the shared model for) the next
+    # test's requests.
+    deadline = time.monotonic() + 60
+    while front.script and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not front.script and len(front.requests) == 2

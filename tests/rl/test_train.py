@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlgpt import rundir
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
@@ -68,6 +69,12 @@ def test_evaluate_writes_json_and_chart(trained_run):
     data = json.loads((result.run_dir / "eval" / "eval.json").read_text())
     assert data["episodes"] == 3 and data["task"] == "collect_wood"
     assert (result.run_dir / "eval" / "eval_success.png").stat().st_size > 1000
+    # Every file of the run directory is readable like any other output: open()'s mode, never mkstemp's 0600.
+    expected = 0o666 & ~rundir.current_umask()
+    files = [p for p in result.run_dir.rglob("*") if p.is_file()]
+    assert {"rlgpt.yaml", "eval.json", "metrics.csv"} <= {p.name for p in files}
+    assert {str(p.relative_to(result.run_dir)): oct(p.stat().st_mode & 0o777) for p in files
+            if p.stat().st_mode & 0o777 != expected} == {}
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

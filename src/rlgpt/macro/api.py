@@ -31,6 +31,8 @@ from typing import Any
 import crafter
 from crafter import constants
 
+from rlgpt.macro.diagnostics import describe_value
+
 ACTION_NAMES: tuple[str, ...] = tuple(constants.actions)
 """Crafter's primitive action names; a macro yields one of these (or its index) per step."""
 MATERIALS: tuple[str, ...] = tuple(constants.materials)
@@ -50,19 +52,16 @@ _MOVES: dict[tuple[int, int], str] = {
 
 def _pos(value: Any, what: str = "position") -> tuple[int, int]:
     """Validate an (x, y) pair of ints coming from macro code."""
-    if (
-        isinstance(value, tuple | list)
-        and len(value) == 2
-        and type(value[0]) is int
-        and type(value[1]) is int
-    ):
+    if type(value) in (tuple, list) and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
         return value[0], value[1]
-    raise TypeError(f"{what} must be an (x, y) pair of ints, got {type(value).__name__}")
+    raise TypeError(f"{what} must be an (x, y) pair of ints, got {describe_value(value, 40)}")
 
 
 def _kind(value: Any) -> str:
     if type(value) is not str or (value not in MATERIALS and value not in OBJECT_KINDS):
-        raise ValueError(f"unknown kind {value!r:.40}; use one of game.materials or game.object_kinds")
+        raise ValueError(
+            f"unknown kind {describe_value(value, 40)}; use one of game.materials or game.object_kinds"
+        )
     return value
 
 
@@ -387,8 +386,10 @@ def api_reference() -> str:
     lines += [
         f"Builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}.",
         f"Methods on lists/dicts/sets/strings: {', '.join(sorted(SAFE_METHODS))}.",
-        "Not allowed: imports, names/attributes starting with '_', classes, global/nonlocal, with,"
-        " bare except, lambdas except as call arguments (key=...), * and ** unpacking.",
-        "Loops, calls and allocations cost fuel; a macro that runs out of fuel or steps fails.",
+        "Not allowed: imports, names/attributes starting with '_' (a bare `_` loop variable is fine),"
+        " classes, global/nonlocal, with, bare except, lambdas except as call arguments (key=...),"
+        " * and ** unpacking.",
+        "Loops, calls, comparisons and allocations cost fuel; a macro that runs out of fuel, time or"
+        " steps fails.",
     ]
     return "\n".join(lines)

@@ -1,10 +1,13 @@
 """Compile LLM-written macro source into a sandboxed generator: parse -> validate -> instrument -> compile.
 
 Validation is an allow-list over the AST: only the node types, builtin names and attribute names listed
-here pass; everything else (imports, ``_`` names and attributes, ``getattr``/``eval``/``open``..., classes,
-``global``/``nonlocal``, ``with``, bare ``except``, escaping lambdas, attribute writes, ``*``/``**``
-unpacking, computed f-string format specs) is rejected with one `Diagnostic` per violation. Instrumentation
-then routes loops, calls, operators and allocations through the `Guard` hooks (see `sandbox`).
+here pass; everything else (imports, ``_``-prefixed names and attributes (the bare ``_`` is an ordinary
+local), ``getattr``/``eval``/``open``..., classes, ``global``/``nonlocal``, ``with``, bare ``except``,
+escaping lambdas, attribute writes, slice stores other than ``x[a:b] = value``, ``*``/``**`` unpacking,
+computed f-string format specs) is rejected with one `Diagnostic` per violation. Instrumentation then
+routes statements, loops, calls, comparisons, subscript keys, operators, f-strings and allocations through
+the `Guard` hooks (see `sandbox`). Any input, of any size or nesting, yields a `CompiledMacro` or a
+`MacroCompileError`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlgpt.macro.api import API_MEMBERS
-from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, make_diagnostic
+from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, describe_value, make_diagnostic
 from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, Guard, MacroLimits
 
 _ALLOWED_NODES: tuple[type[ast.AST], ...] = (
@@ -119,16 +122,18 @@ class MacroSource:
     """What the macro does, for prompts and reports."""
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier() or self.name.startswith("_"):
-            raise ValueError(f"macro name must be an identifier not starting with '_', got {self.name!r}")
+        if type(self.name) is not str or not self.name.isidentifier() or self.name.startswith("_"):
+            raise ValueError(
+                f"macro name must be an identifier not starting with '_', got {describe_value(self.name, 60)}"
+            )
 
     @classmethod
-    def from_code(cls, code: str, description: str = "") -> MacroSource:
+    def from_code(cls, code: str, description: str = "", limits: MacroLimits | None = None) -> MacroSource:
         """Wrap bare source; the name is the one top-level generator function it defines."""
-        try:
-            tree = ast.parse(code)
-        except SyntaxError as exc:
-            raise MacroCompileError("<unnamed>", (_syntax_diagnostic(exc, code),)) from None
+        problem = _unparsable(code, limits or MacroLimits())
+        if problem is not None:
+            raise MacroCompileError("<unnamed>", (problem,))
+        tree = ast.parse(code)
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and _yields(n)]
         if len(names) != 1:
             raise MacroCompileError(
@@ -199,7 +204,48 @@ def _yields(func: ast.FunctionDef) -> bool:
 
 
 def _syntax_diagnostic(exc: SyntaxError, code: str) -> Diagnostic:
-    return make_diagnostic("syntax", f"syntax error: {exc.msg}", code, exc.lineno, exc.offset)
+    message = exc.msg if type(exc.msg) is str else "invalid syntax"
+    line = exc.lineno if type(exc.lineno) is int else None
+    col = exc.offset if type(exc.offset) is int else None
+    return make_diagnostic("syntax", f"syntax error: {message}", code, line, col)
+
+
+MAX_NESTING = 100
+"""Deepest syntax-tree nesting a macro may have (typical macros stay under 30); deeper trees could
+overflow the recursive instrumentation or CPython's compiler."""
+
+
+def _unparsable(code: object, limits: MacroLimits) -> Diagnostic | None:
+    """Why ``code`` cannot even be parsed (not a str, too long, a syntax error, too deep), or None."""
+    if type(code) is not str:
+        return Diagnostic("syntax", f"macro code must be a str, got {type(code).__name__}")
+    if len(code) > limits.max_source_chars:
+        return make_diagnostic(
+            "too_long",
+            f"source has {len(code)} characters (limit {limits.max_source_chars})",
+            code,
+            None,
+            None,
+        )
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return _syntax_diagnostic(exc, code)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, surrogates, deep nesting
+        return make_diagnostic("syntax", f"source cannot be parsed: {type(exc).__name__}", code, None, None)
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return make_diagnostic(
+                "too_deep",
+                f"code is nested deeper than {MAX_NESTING} levels; split it into smaller expressions",
+                code,
+                getattr(node, "lineno", None),
+                None,
+            )
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
 
 
 class _Validator:
@@ -283,6 +329,11 @@ class _Validator:
             return False
         if isinstance(node, ast.Name):
             self._check_name(node.id, node, defined)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.slice, ast.Slice):
+                parent = parents.get(node)
+                if not (isinstance(parent, ast.Assign) and parent.targets == [node]):
+                    self.add("mutation", "slice assignment is only allowed as a plain `x[a:b] = value`", node)
         elif isinstance(node, ast.FunctionDef):
             if node.name.startswith("_"):
                 self.add("forbidden_name", f"names starting with '_' are not allowed: {node.name!r}", node)
@@ -290,7 +341,7 @@ class _Validator:
                 self.add("forbidden_name", f"{node.name!r} is not allowed in macros", node)
             if node.decorator_list:
                 self.add("forbidden_node", "decorators are not allowed in macros", node)
-        elif isinstance(node, ast.arg) and node.arg.startswith("_"):
+        elif isinstance(node, ast.arg) and _private(node.arg):
             self.add("forbidden_name", f"names starting with '_' are not allowed: {node.arg!r}", node)
         elif isinstance(node, ast.keyword):
             if node.arg is None:
@@ -328,7 +379,7 @@ class _Validator:
         return True
 
     def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:
-        if name.startswith("_"):
+        if _private(name):
             self.add("forbidden_name", f"names starting with '_' are not allowed: {name!r}", node)
         elif name in DENIED_NAMES:
             self.add("forbidden_name", f"{name!r} is not allowed in macros", node)
@@ -357,6 +408,8 @@ class _Validator:
             )
 
     def _check_handler(self, node: ast.ExceptHandler) -> None:
+        if node.name is not None and _private(node.name):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {node.name!r}", node)
         if node.type is None:
             self.add(
                 "forbidden_node",
@@ -387,6 +440,12 @@ class _Validator:
             self.add("forbidden_node", "f-string widths/precisions above 999 are not allowed", node)
 
 
+def _private(name: str) -> bool:
+    """Names starting with ``_`` are reserved (they reach internals or the ``_rt_*`` hooks); the bare
+    ``_`` is allowed as a local variable (``for _ in range(3)``): nothing in the sandbox is called ``_``."""
+    return name.startswith("_") and name != "_"
+
+
 def _node_message(node: ast.AST) -> str:
     messages = {
         ast.Import: "imports are not allowed in macros; use the game API",
@@ -405,11 +464,26 @@ def _hook(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
     return ast.copy_location(call, like)
 
 
+_CONVERSIONS = {-1: "", ord("s"): "s", ord("r"): "r", ord("a"): "a"}
+
+
 class _Instrumenter(ast.NodeTransformer):
     """Rewrites validated code so that every costly operation passes a `Guard` hook."""
 
     def _tick_stmt(self, like: ast.AST) -> ast.Expr:
         return ast.copy_location(ast.Expr(_hook("_rt_tick", [], like)), like)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        # A clock check before every statement: a straight line of cheap statements is still bounded.
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                guarded: list[ast.stmt] = []
+                for stmt in stmts:
+                    guarded += [ast.copy_location(ast.Expr(_hook("_rt_stmt", [], stmt)), stmt), stmt]
+                setattr(node, name, guarded)
+        return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
         self.generic_visit(node)
@@ -455,26 +529,64 @@ class _Instrumenter(ast.NodeTransformer):
     def _post(self, node: ast.expr) -> ast.Call:
         return _hook("_rt_post", [node], node)
 
+    def _key(self, node: ast.expr) -> ast.expr:
+        """Hash-checked form of an expression used as a dict key or set element."""
+        return node if isinstance(node, ast.Constant) else _hook("_rt_key", [node], node)
+
     def visit_ListComp(self, node: ast.ListComp) -> ast.Call:
         return self._post(self.generic_visit(node))
 
     def visit_SetComp(self, node: ast.SetComp) -> ast.Call:
-        return self._post(self.generic_visit(node))
+        self.generic_visit(node)
+        node.elt = self._key(node.elt)
+        return self._post(node)
 
     def visit_DictComp(self, node: ast.DictComp) -> ast.Call:
-        return self._post(self.generic_visit(node))
+        self.generic_visit(node)
+        node.key = self._key(node.key)
+        return self._post(node)
+
+    def visit_Dict(self, node: ast.Dict) -> ast.Dict:
+        self.generic_visit(node)
+        node.keys = [None if k is None else self._key(k) for k in node.keys]
+        return node
+
+    def visit_Set(self, node: ast.Set) -> ast.Set:
+        self.generic_visit(node)
+        node.elts = [self._key(e) for e in node.elts]
+        return node
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.Call:
-        return self._post(self.generic_visit(node))
-
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.FormattedValue:
-        node.value = _hook("_rt_fmt", [self.visit(node.value)], node.value)
-        return node
+        # f"a{x!r:>5}" -> _rt_fstring(("a", ("r", ">5")), x): the guard bounds the size before building.
+        parts: list[Any] = []
+        values: list[ast.expr] = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                spec = value.format_spec
+                text = "".join(p.value for p in spec.values) if isinstance(spec, ast.JoinedStr) else ""
+                parts.append((_CONVERSIONS[value.conversion], text))
+                values.append(self.visit(value.value))
+            else:
+                assert isinstance(value, ast.Constant)
+                parts.append(value.value)
+        return _hook("_rt_fstring", [ast.Constant(tuple(parts)), *values], node)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Slice):
+        if not isinstance(node.slice, ast.Slice):
+            node.slice = self._key(node.slice)
+        elif isinstance(node.ctx, ast.Load):
             return self._post(node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            op = ast.Constant(type(node.ops[0]).__name__)
+            return _hook("_rt_compare", [node.left, op, node.comparators[0]], node)
+        # A chain (a < b < c) keeps Python's short-circuit; every operand is charged by its weight.
+        node.left = _hook("_rt_operand", [node.left], node.left)
+        node.comparators = [_hook("_rt_operand", [c], c) for c in node.comparators]
         return node
 
     def visit_Tuple(self, node: ast.Tuple) -> ast.expr:
@@ -494,6 +606,39 @@ class _Instrumenter(ast.NodeTransformer):
         op = ast.Constant(type(node.op).__name__)
         return _hook("_rt_binop", [op, node.left, node.right], node)
 
+    @staticmethod
+    def _name(ident: str, ctx: ast.expr_context, like: ast.AST) -> ast.Name:
+        return ast.copy_location(ast.Name(id=ident, ctx=ctx), like)
+
+    def _assign(self, ident: str, value: ast.expr, like: ast.AST) -> ast.Assign:
+        return ast.copy_location(
+            ast.Assign(targets=[self._name(ident, ast.Store(), like)], value=value), like
+        )
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        self.generic_visit(node)
+        target = node.targets[0]
+        if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice)):
+            return node
+        # x[a:b] = value can grow x by len(value): check x afterwards (the validator allows only this form).
+        store = ast.Subscript(
+            value=self._name("_rt_sliced", ast.Load(), node), slice=target.slice, ctx=ast.Store()
+        )
+        return [
+            self._assign("_rt_value", node.value, node),
+            self._assign("_rt_sliced", target.value, node),
+            ast.copy_location(
+                ast.Assign(
+                    targets=[ast.copy_location(store, target)],
+                    value=self._name("_rt_value", ast.Load(), node),
+                ),
+                node,
+            ),
+            ast.copy_location(
+                ast.Expr(_hook("_rt_slice_store", [self._name("_rt_sliced", ast.Load(), node)], node)), node
+            ),
+        ]
+
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
         self.generic_visit(node)
         op = ast.Constant("i" + type(node.op).__name__)
@@ -505,18 +650,15 @@ class _Instrumenter(ast.NodeTransformer):
         # obj[key] op= value: evaluate obj and key once, like Python does.
         assert isinstance(target, ast.Subscript)
 
-        def name(ident: str, ctx: ast.expr_context) -> ast.Name:
-            return ast.copy_location(ast.Name(id=ident, ctx=ctx), node)
-
         def item(ctx: ast.expr_context) -> ast.Subscript:
+            key = self._name("_rt_aug_key", ast.Load(), node)
             return ast.copy_location(
-                ast.Subscript(value=name("_rt_obj", ast.Load()), slice=name("_rt_key", ast.Load()), ctx=ctx),
-                node,
+                ast.Subscript(value=self._name("_rt_aug_obj", ast.Load(), node), slice=key, ctx=ctx), node
             )
 
         return [
-            ast.copy_location(ast.Assign(targets=[name("_rt_obj", ast.Store())], value=target.value), node),
-            ast.copy_location(ast.Assign(targets=[name("_rt_key", ast.Store())], value=target.slice), node),
+            self._assign("_rt_aug_obj", target.value, node),
+            self._assign("_rt_aug_key", target.slice, node),
             ast.copy_location(
                 ast.Assign(
                     targets=[item(ast.Store())],
@@ -536,39 +678,34 @@ class _Instrumenter(ast.NodeTransformer):
 def check_macro(source: MacroSource, limits: MacroLimits | None = None) -> tuple[Diagnostic, ...]:
     """Every reason ``source`` would be rejected (empty when it compiles)."""
     limits = limits or MacroLimits()
-    code = source.code
-    if len(code) > limits.max_source_chars:
-        return (
-            make_diagnostic(
-                "too_long",
-                f"source has {len(code)} characters (limit {limits.max_source_chars})",
-                code,
-                None,
-                None,
-            ),
-        )
-    try:
-        tree = ast.parse(code, filename=f"<macro:{source.name}>")
-    except SyntaxError as exc:
-        return (_syntax_diagnostic(exc, code),)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return (
-            make_diagnostic("syntax", f"source cannot be parsed: {type(exc).__name__}", code, None, None),
-        )
-    return tuple(_Validator(code, source.name).run(tree))
+    problem = _unparsable(source.code, limits)
+    if problem is not None:
+        return (problem,)
+    tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
+    return tuple(_Validator(source.code, source.name).run(tree))
 
 
 def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) -> CompiledMacro:
-    """Validate and instrument macro source; raises `MacroCompileError` listing every problem."""
-    if isinstance(source, str):
-        source = MacroSource.from_code(source)
+    """Validate and instrument macro source; raises `MacroCompileError` listing every problem.
+
+    Any input, of any size or nesting, gives a `CompiledMacro` or a `MacroCompileError`; never another
+    exception.
+    """
     limits = limits or MacroLimits()
+    if not isinstance(source, MacroSource):
+        source = MacroSource.from_code(source, limits=limits)
     problems = check_macro(source, limits)
     if problems:
         raise MacroCompileError(source.name, problems)
-    tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
-    tree = ast.fix_missing_locations(_Instrumenter().visit(tree))
-    code = compile(tree, f"<macro:{source.name}>", "exec")
+    try:
+        tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
+        tree = ast.fix_missing_locations(_Instrumenter().visit(tree))
+        code = compile(tree, f"<macro:{source.name}>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError) as exc:
+        diagnostic = make_diagnostic(
+            "too_deep", f"the code is too complex to compile ({type(exc).__name__})", source.code, None, None
+        )
+        raise MacroCompileError(source.name, (diagnostic,)) from None
     return CompiledMacro(source, code, limits)
 
 

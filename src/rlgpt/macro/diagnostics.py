@@ -6,7 +6,7 @@ wrong in one line, and points at the line/column of the offending code with that
 
 from __future__ import annotations
 
-import reprlib
+import itertools
 import traceback
 from dataclasses import asdict, dataclass
 from types import FrameType, TracebackType
@@ -14,6 +14,7 @@ from types import FrameType, TracebackType
 COMPILE_KINDS: tuple[str, ...] = (
     "syntax",
     "too_long",
+    "too_deep",
     "forbidden_node",
     "forbidden_name",
     "forbidden_attribute",
@@ -35,12 +36,10 @@ RUNTIME_FAILURE_KINDS: tuple[str, ...] = (
 """Kinds of runtime failures; each gets a ``macro/<name>/fail_<kind>`` statistic."""
 
 _MAX_SOURCE_LINE = 200
-
-# Exception arguments can be huge or deeply nested user values; never call str() on them unbounded.
-_REPR = reprlib.Repr()
-_REPR.maxstring = 120
-_REPR.maxother = 120
-_REPR.maxlevel = 3
+_MAX_DESCRIBED = 160
+"""Longest text `describe_value` returns (plus a trailing ``...``)."""
+_INT_BITS_SHOWN = 1000
+"""Integers wider than this many bits are shown by size."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,93 @@ def locate(tb: TracebackType | None, filename: str) -> tuple[int | None, int | N
     return line, col
 
 
+class _Text:
+    """A literal piece of output (as opposed to a value still to be described)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_BRACKETS: dict[type, tuple[str, str]] = {
+    list: ("[", "]"),
+    tuple: ("(", ")"),
+    set: ("{", "}"),
+    dict: ("{", "}"),
+}
+_COMMA, _COLON, _MORE = _Text(", "), _Text(": "), _Text("...")
+
+
+def _describe_leaf(value: object, limit: int) -> str | None:
+    """Text of a scalar or a non-plain value; None for a plain container (expanded by the caller)."""
+    kind = type(value)
+    if kind is str:
+        return repr(value[: limit + 1])  # type: ignore[index]
+    if kind is int:
+        bits = value.bit_length()  # type: ignore[attr-defined]
+        return repr(value) if bits <= _INT_BITS_SHOWN else f"<int of {bits} bits>"
+    if kind is float or kind is bool or value is None:
+        return repr(value)
+    if kind in _BRACKETS:
+        return None
+    return f"<{kind.__name__}>"
+
+
+def describe_value(value: object, limit: int = _MAX_DESCRIBED) -> str:
+    """A short one-line description of a value macro code produced; safe for any value.
+
+    Only plain values are formatted: exact ``str``/``int``/``float``/``bool``/``None`` and
+    ``list``/``tuple``/``set``/``dict`` of them. Anything else is shown as ``<typename>`` without calling its
+    ``__repr__``/``__str__``, and an int wider than 1,000 bits as ``<int of N bits>`` (``repr`` of a
+    >4,300-digit int raises). The walk is iterative and stops after ``limit`` characters, so neither size,
+    nesting depth nor a cycle can make it slow, deep or endless.
+    """
+    out: list[str] = []
+    length = 0
+    stack: list[object] = [value]
+    while stack and length <= limit:
+        item = stack.pop()
+        if type(item) is _Text:
+            text = item.text  # type: ignore[attr-defined]
+        else:
+            text = _describe_leaf(item, limit)
+            if text is None:
+                stack.extend(reversed(_container_pieces(item, limit)))
+                continue
+        out.append(text)
+        length += len(text)
+    text = "".join(out)
+    return text if not stack and length <= limit else text[:limit] + "..."
+
+
+def _container_pieces(value: object, limit: int) -> list[object]:
+    """Brackets, separators and (at most ``limit``) elements of a plain container, in output order."""
+    kind = type(value)
+    opening, closing = _BRACKETS[kind]
+    if kind is set and not value:
+        return [_Text("set()")]
+    shown = limit // 2 + 1  # every element takes at least two characters with its separator
+    pieces: list[object] = [_Text(opening)]
+    if kind is dict:
+        for i, (key, item) in enumerate(itertools.islice(value.items(), shown)):  # type: ignore[attr-defined]
+            pieces += [_COMMA, key, _COLON, item] if i else [key, _COLON, item]
+    else:
+        for i, item in enumerate(itertools.islice(value, shown)):  # type: ignore[call-overload]
+            pieces += [_COMMA, item] if i else [item]
+    if len(value) > shown:  # type: ignore[arg-type]
+        pieces += [_COMMA, _MORE]
+    if kind is tuple and len(value) == 1:  # type: ignore[arg-type]
+        pieces.append(_Text(","))
+    pieces.append(_Text(closing))
+    return pieces
+
+
 def describe_exception(exc: BaseException) -> str:
-    """``TypeName: args`` with every argument shown through a size-bounded repr."""
-    args = ", ".join(_REPR.repr(a) if not isinstance(a, str) else a[:200] for a in exc.args)
-    return f"{type(exc).__name__}: {args}" if args else type(exc).__name__
+    """``TypeName: args`` with the arguments shown by `describe_value` (a lone str argument as is)."""
+    args = exc.args if type(exc.args) is tuple else ()
+    if len(args) == 1 and type(args[0]) is str:
+        shown = args[0][:_MAX_DESCRIBED].replace("\n", " ")
+    else:
+        shown = describe_value(args[0] if len(args) == 1 else args) if args else ""
+    return f"{type(exc).__name__}: {shown}" if shown else type(exc).__name__

@@ -24,6 +24,7 @@ from rlgpt.macro.diagnostics import (
     RUNTIME_FAILURE_KINDS,
     Diagnostic,
     describe_exception,
+    describe_value,
     locate,
     make_diagnostic,
 )
@@ -68,8 +69,17 @@ def find_crafter(env: gymnasium.Env) -> crafter.Env:
 
 
 def _exception_diagnostic(exc: BaseException, macro: CompiledMacro) -> Diagnostic:
+    """The diagnostic for an exception that ended a macro; never raises, whatever ``exc`` holds."""
     if isinstance(exc, MacroAbort):
         return exc.diagnostic
+    try:
+        return _describe_failure(exc, macro)
+    except Exception as problem:  # noqa: BLE001 - last resort: describing must not kill the worker
+        kind = "memory" if isinstance(exc, MemoryError) else "exception"
+        return Diagnostic(kind, f"{type(exc).__name__} (could not be described: {type(problem).__name__})")
+
+
+def _describe_failure(exc: BaseException, macro: CompiledMacro) -> Diagnostic:
     line = col = None
     # A RuntimeError raised for a StopIteration leaking out of a generator points at the original.
     for cause in (exc, exc.__cause__, exc.__context__):
@@ -79,7 +89,7 @@ def _exception_diagnostic(exc: BaseException, macro: CompiledMacro) -> Diagnosti
         kind = "recursion"
     elif isinstance(exc, MemoryError):
         kind = "memory"
-    elif isinstance(exc, TypeError) and "does not support item" in str(exc):
+    elif _is_item_assignment_error(exc):
         kind = "mutation"
     else:
         kind = "exception"
@@ -87,6 +97,19 @@ def _exception_diagnostic(exc: BaseException, macro: CompiledMacro) -> Diagnosti
     if kind == "mutation":
         message += " (values from the game API are read-only copies; copy with dict()/list() to modify)"
     return make_diagnostic(kind, message, macro.source.code, line, col)
+
+
+def _is_item_assignment_error(exc: BaseException) -> bool:
+    """Python's own "... does not support item assignment/deletion" TypeError (str(exc) is not called)."""
+    args = exc.args
+    return (
+        type(exc) is TypeError
+        and type(args) is tuple
+        and len(args) == 1
+        and type(args[0]) is str
+        and len(args[0]) < 200
+        and "does not support item" in args[0]
+    )
 
 
 class _Session:
@@ -108,9 +131,25 @@ class _Session:
         self.done = True
 
     def next_action(self) -> int | None:
-        """The next primitive action index, or None once the macro ended (see ``failure``)."""
+        """The next primitive action index, or None once the macro ended (see ``failure``).
+
+        Never raises: anything unexpected, even from describing the failure, ends the macro with a
+        diagnostic instead of escaping into the env worker.
+        """
         if self.done:
             return None
+        try:
+            return self._next_action()
+        except (Exception, MacroAbort) as exc:  # last resort, see the docstring
+            self.done = True
+            if self.failure is None:
+                self.failure = self.guard.failure or Diagnostic(
+                    "memory" if isinstance(exc, MemoryError) else "exception",
+                    f"the macro's outcome could not be processed ({type(exc).__name__})",
+                )
+            return None
+
+    def _next_action(self) -> int | None:
         self.guard.arm()
         try:
             action = self.gen.send(None)
@@ -130,13 +169,9 @@ class _Session:
             return _ACTION_INDEX[action]
         if type(action) is int and 0 <= action < len(ACTION_NAMES):
             return action
-        shown = (
-            repr(action)[:60]
-            if isinstance(action, str | int | float | bool | type(None))
-            else type(action).__name__
-        )
         self.failure = self._here(
-            "bad_action", f"yielded {shown}; yield one of the primitive action names in game.actions"
+            "bad_action",
+            f"yielded {describe_value(action, 60)}; yield one of the primitive action names in game.actions",
         )
         self.done = True
         return None

@@ -29,7 +29,8 @@ class CheckpointError(RuntimeError):
 
 def latest_checkpoint(run_dir: str | os.PathLike, policy_id: int = 0, kind: str = "checkpoint") -> str:
     """Path of the newest ``checkpoint_*.pth`` (or ``best_*``) of a Sample Factory run."""
-    pattern = os.path.join(os.fspath(run_dir), f"checkpoint_p{policy_id}", f"{kind}_*")
+    # `.pth` leaves out the `<kind>_temp` file Sample Factory writes before renaming it into place.
+    pattern = os.path.join(os.fspath(run_dir), f"checkpoint_p{policy_id}", f"{kind}_*.pth")
     found = sorted(glob.glob(pattern))
     if not found:
         raise CheckpointError(f"no {kind} in {os.fspath(run_dir)!r} (looked for {pattern})")
@@ -39,3 +40,16 @@ def latest_checkpoint(run_dir: str | os.PathLike, policy_id: int = 0, kind: str 
 def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
     """Load a checkpoint with torch's safe (weights-only) unpickler."""
     return torch.load(path, map_location=device, weights_only=True)
+
+
+def remove_partial_checkpoints(run_dir: str | os.PathLike) -> list[str]:
+    """Delete the ``checkpoint_temp``/``best_temp`` files a process killed mid-save left; return their paths.
+
+    Sample Factory saves to ``<kind>_temp`` and then renames it, but on resume it loads the newest file
+    matching ``<kind>_*``, which is the temp file: a torn one fails to load and the run silently starts
+    from scratch.
+    """
+    found = glob.glob(os.path.join(os.fspath(run_dir), "checkpoint_p*", "*_temp"))
+    for path in found:
+        os.remove(path)
+    return found

@@ -25,6 +25,7 @@ from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
+from rlgpt.rl.workers import is_sf_child_process, protect_macro_env
 
 ENV_PREFIX = "crafter_"
 # Sample Factory's console handler is module-level in every process it spawns; importing this module
@@ -49,9 +50,7 @@ def die_with_parent() -> None:
     with multiprocessing's spawn method (Sample Factory's) are affected; a no-op in the trainer itself and
     on platforms without ``prctl``.
     """
-    # While a spawned child unpickles its target (and so imports this module), parent_process() is not set
-    # yet and sys.argv is already the parent's; the interpreter's own command line still tells.
-    if "--multiprocessing-fork" not in sys.orig_argv or not sys.platform.startswith("linux"):
+    if not is_sf_child_process() or not sys.platform.startswith("linux"):
         return
     trainer = os.getppid()
     pr_set_pdeathsig = 1
@@ -169,6 +168,7 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.E
             max_macro_steps=cfg.rlgpt_macro_max_steps,
             seed=int(cfg.seed or 0),
         )
+        env = protect_macro_env(env, cfg)
     return EpisodeStats(env, run_seed=int(cfg.seed or 0))
 
 
@@ -187,5 +187,6 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
+    parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)
     parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
     parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")

@@ -18,8 +18,10 @@ from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.files import load_macro_file, sources_to_json
+from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import SF_CONSOLE_LEVEL_ENV, add_rlgpt_args, apply_console_level, register_task_env
+from rlgpt.rl.workers import WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -85,6 +87,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--with_wandb={cfg.wandb}",
         f"--wandb_project={cfg.wandb_project}",
         f"--rlgpt_macro_max_steps={cfg.macros.max_steps}",
+        f"--rlgpt_macro_memory_mb={cfg.macros.memory_limit_mb}",
     ] + ([f"--rlgpt_macros={sources_to_json(load_macro_file(cfg.macros.file))}"] if cfg.macros.file else [])
 
 
@@ -164,13 +167,16 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine):
 def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
     """Train (or resume) a run; returns when ``cfg.steps`` env steps are done.
 
-    Re-running with the same config resumes from the newest checkpoint in the run directory.
+    Re-running with the same config resumes from the newest checkpoint in the run directory. Raises
+    :class:`~rlgpt.rl.workers.WorkerDiedError` when a worker process dies (after stopping the run cleanly).
     """
     TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
     if cfg.macros.file:
         load_macro_file(cfg.macros.file)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
+    remove_partial_checkpoints(run_dir)
+    clear_markers(run_dir)
 
     os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
     apply_console_level()
@@ -194,7 +200,10 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
         runner.register_observer(observer)
         status = runner.init()
         if status == 0:
+            watch = WorkerWatch(runner, run_dir)
             status = runner.run()
+            if watch.death is not None:
+                raise WorkerDiedError(watch.death.describe(run_dir))
             # SF writes summaries periodically but not when training ends; the last point is written here.
             if observer.logged_steps != observer._steps(runner):
                 runner._report_experiment_summaries()
@@ -207,6 +216,7 @@ def train(cfg: TrainConfig, extra_sf_argv: Sequence[str] = ()) -> TrainResult:
         signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
+        clear_markers(run_dir)
     return TrainResult(run_dir, int(status), steps, time.time() - t0, success)
 
 

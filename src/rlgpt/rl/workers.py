@@ -1,0 +1,294 @@
+"""Defence in depth around Sample Factory's worker processes, for code (macros) no check anticipated.
+
+Three layers, each cheap enough to be always on:
+
+- **Memory backstop** (:func:`set_memory_limit`): an env worker that runs macros caps its data segment
+  (``RLIMIT_DATA``) at its size when its first env is made plus ``macros.memory_limit_mb``. A macro that
+  allocates past it gets a ``MemoryError``, which the macro runtime turns into one failed call (``memory``
+  diagnostic); the worker, and the run, go on. ``RLIMIT_DATA`` rather than ``RLIMIT_AS``: a worker maps
+  ~1 GB of address space it never uses (torch, numba, shared buffers) but only ~200 MB of data.
+- **Running-macro marker** (:class:`MacroMarker`, :class:`MarkRunningMacro`): each env worker keeps a
+  fixed-size memory-mapped file ``RUN_DIR/.workers/<pid>`` saying which macro it is running. Its page
+  survives the process, so when a worker dies the trainer can still tell which macro was running.
+- **Watch** (:class:`WorkerWatch`): a timer on the trainer's event loop notices a dead Sample Factory child,
+  stops the run the normal way (the learner saves a checkpoint if it is alive; metrics.csv rows are
+  flushed as written) and :func:`rlgpt.rl.train.train` raises :class:`WorkerDiedError` naming the worker,
+  how it died and the macro it was running. The same command resumes. Sample Factory 2.1.1 alone does not
+  notice: with its only env worker SIGKILLed, training stalls at 0 FPS while the learner keeps re-saving
+  the same checkpoint (its heartbeat check stops a run only once every component of a kind has been silent
+  for ``heartbeat_reporting_interval``, 600 s here), and with its learner dead even a clean stop hangs.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import resource
+import shutil
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from signal_slot.signal_slot import EventLoopObject, Timer
+
+from rlgpt import rundir
+
+_MARKER_SIZE = 256
+_IDLE, _RUNNING = 0, 1
+
+
+def is_sf_child_process() -> bool:
+    """True in a process started by multiprocessing's spawn method (Sample Factory's workers).
+
+    While a spawned child unpickles its target (and so imports rlgpt modules), ``parent_process()`` is not
+    set yet and ``sys.argv`` is still the parent's; the interpreter's own command line tells.
+    """
+    return "--multiprocessing-fork" in sys.orig_argv
+
+
+# -- memory backstop ---------------------------------------------------------------------------------------
+
+
+def data_segment_bytes() -> int | None:
+    """This process's data segment as ``RLIMIT_DATA`` counts it (``VmData``), or None where unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def set_memory_limit(headroom_mb: int) -> int | None:
+    """Cap this process's data segment at its current size plus ``headroom_mb`` MiB (soft ``RLIMIT_DATA``).
+
+    Returns the limit in bytes, or None when ``headroom_mb <= 0`` or the platform cannot tell the current
+    size. Never raises the limit: an existing tighter soft limit is kept, the hard limit is left alone.
+    """
+    current = data_segment_bytes() if headroom_mb > 0 else None
+    if current is None:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = current + headroom_mb * 2**20
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        return soft
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return limit
+
+
+# -- running-macro marker ----------------------------------------------------------------------------------
+
+
+def markers_dir(run_dir: str | os.PathLike) -> Path:
+    """Where the env workers of a run keep their markers."""
+    return Path(run_dir) / rundir.WORKER_MARKERS
+
+
+def clear_markers(run_dir: str | os.PathLike) -> None:
+    """Remove the markers of a run's (finished or dead) workers."""
+    shutil.rmtree(markers_dir(run_dir), ignore_errors=True)
+
+
+class MacroMarker:
+    """A worker process's marker: byte 0 says running/idle, then the macro name, NUL-terminated.
+
+    Setting and clearing are writes into a shared memory mapping (no system call): well under a microsecond.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.ftruncate(fd, _MARKER_SIZE)
+            self._map = mmap.mmap(fd, _MARKER_SIZE)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def encode(name: str) -> bytes:
+        """The bytes :meth:`running` writes for ``name`` (precomputed once per macro)."""
+        return name.encode()[: _MARKER_SIZE - 2] + b"\0"
+
+    def running(self, encoded_name: bytes) -> None:
+        """Mark a macro (from :meth:`encode`) as running; the name is in place before the flag is set."""
+        self._map[1 : 1 + len(encoded_name)] = encoded_name
+        self._map[0] = _RUNNING
+
+    def idle(self) -> None:
+        """Mark that no macro is running."""
+        self._map[0] = _IDLE
+
+    def close(self) -> None:
+        self._map.close()
+
+
+def read_marker(path: str | os.PathLike) -> str | None:
+    """The macro a marker says is running, ``""`` when idle, None when there is no (valid) marker."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if len(data) != _MARKER_SIZE:
+        return None
+    if data[0] != _RUNNING:
+        return ""
+    return data[1:].split(b"\0", 1)[0].decode(errors="replace")
+
+
+_process_marker: tuple[int, MacroMarker] | None = None
+
+
+def process_marker(run_dir: str | os.PathLike) -> MacroMarker:
+    """This process's marker in ``run_dir`` (one per process, shared by all envs the worker steps)."""
+    global _process_marker
+    if _process_marker is None or _process_marker[0] != os.getpid():
+        _process_marker = (os.getpid(), MacroMarker(markers_dir(run_dir) / str(os.getpid())))
+    return _process_marker[1]
+
+
+class MarkRunningMacro(gym.Wrapper):
+    """Around a :class:`~rlgpt.macro.runtime.MacroActionWrapper`: marks the macro running while it runs.
+
+    The marker is deliberately not cleared when the step raises: a worker that dies of that exception was
+    running the macro.
+    """
+
+    def __init__(self, env: gym.Env, marker: MacroMarker) -> None:
+        super().__init__(env)
+        self.marker = marker
+        self.n_primitive = int(env.get_wrapper_attr("n_primitive"))
+        self._names = [MacroMarker.encode(m.name) for m in env.get_wrapper_attr("compiled")]
+
+    def step(self, action: Any):
+        index = int(action) - self.n_primitive
+        if not 0 <= index < len(self._names):
+            return self.env.step(action)
+        self.marker.running(self._names[index])
+        out = self.env.step(action)
+        self.marker.idle()
+        return out
+
+
+# -- the trainer's watch -----------------------------------------------------------------------------------
+
+
+class WorkerDiedError(RuntimeError):
+    """A Sample Factory child process died during training; the message says which, how and doing what."""
+
+
+def describe_exit(exitcode: int) -> str:
+    """``SIGKILL`` for a process killed by a signal, ``exit status N`` otherwise."""
+    if exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """What the trainer knows about a child process that died."""
+
+    process: str
+    """Sample Factory's process name, e.g. ``rollout_proc0``, ``inference_proc0-0``, ``learner_proc0``."""
+    pid: int
+    """Its process id."""
+    exitcode: int
+    """multiprocessing's exit code (negative: killed by that signal)."""
+    macro: str | None
+    """The macro it was running, ``""`` when none, None when it kept no marker (no macros configured)."""
+
+    def describe(self, run_dir: str | os.PathLike) -> str:
+        """The one-line error the run ends with."""
+        role = {"rollout": "env worker", "inference": "inference worker", "learner": "learner"}.get(
+            self.process.split("_", 1)[0], "worker"
+        )
+        what = ""
+        if self.macro:
+            what = f" while running macro {self.macro!r}"
+        elif self.macro == "":
+            what = " while no macro was running"
+        return (
+            f"{role} {self.pid} ({self.process}) died ({describe_exit(self.exitcode)}){what}; "
+            f"checkpoints and metrics kept in {os.fspath(run_dir)}, re-run the same command to resume"
+        )
+
+
+class WorkerWatch(EventLoopObject):
+    """Checks the runner's child processes every ``period_s`` on its event loop; stops the run on a death."""
+
+    def __init__(self, runner: Any, run_dir: str | os.PathLike, period_s: float = 1.0) -> None:
+        super().__init__(runner.event_loop, "rlgpt_worker_watch")
+        self.runner = runner
+        self.run_dir = Path(run_dir)
+        self.death: WorkerDeath | None = None
+        self.timer = Timer(runner.event_loop, period_s)
+        self.timer.timeout.connect(self.check)
+        runner.timers.append(self.timer)  # the runner stops its timers when training stops
+
+    def _processes(self) -> list[Any]:
+        sampler = getattr(self.runner, "sampler", None)
+        return list(getattr(self.runner, "processes", [])) + list(getattr(sampler, "processes", []))
+
+    def check(self) -> None:
+        """Record the first dead child and stop training (the learner saves a last checkpoint if alive)."""
+        if self.death is not None or self.runner.stopped:
+            return
+        for proc in self._processes():
+            exitcode = proc.exitcode if not proc.is_alive() else None
+            if exitcode is None:  # alive or not started yet
+                continue
+            macro = read_marker(markers_dir(self.run_dir) / str(proc.pid))
+            self.death = WorkerDeath(proc.name, proc.pid, exitcode, macro)
+            from sample_factory.utils.utils import log
+
+            log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
+            self.runner._stop_training(failed=True)
+            self._release_batchers_of(proc)
+            return
+
+    def _release_batchers_of(self, proc: Any) -> None:
+        """Count a dead learner's batcher as stopped.
+
+        The batcher is a thread of its learner's process; the runner cannot see it die (its process is
+        unknown in the trainer), so it would wait for the batcher's stop message forever.
+        """
+        for policy_id, learner in getattr(self.runner, "learners", {}).items():
+            batcher = self.runner.batchers.get(policy_id)
+            if learner.event_loop.process is proc and batcher in self.runner.components_to_stop:
+                self.runner._component_stopped(batcher.object_id, {})
+
+
+# -- the hook in the env factory ---------------------------------------------------------------------------
+
+_limited_pid: int | None = None
+
+
+def protect_macro_env(env: gym.Env, cfg: Any) -> gym.Env:
+    """In a Sample Factory env worker, apply the memory backstop (once per process) and mark running macros.
+
+    ``env`` is the `MacroActionWrapper`; ``cfg`` the Sample Factory config. Elsewhere (evaluation in the
+    caller's own process, tests) ``env`` is returned as is: a process-wide limit there would cap the caller.
+    """
+    global _limited_pid
+    if not is_sf_child_process():
+        return env
+    if _limited_pid != os.getpid():
+        _limited_pid = os.getpid()
+        limit = set_memory_limit(int(getattr(cfg, "rlgpt_macro_memory_mb", 0) or 0))
+        if limit is not None:
+            from sample_factory.utils.utils import log
+
+            log.debug("env worker %d: data segment limited to %d MiB (RLIMIT_DATA)", os.getpid(), limit >> 20)
+    from sample_factory.utils.utils import experiment_dir
+
+    return MarkRunningMacro(env, process_marker(experiment_dir(cfg, mkdir=False)))

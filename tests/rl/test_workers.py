@@ -1,0 +1,218 @@
+"""Worker-process defences (`rlgpt.rl.workers`): the memory backstop and the running-macro marker.
+
+The end-to-end behaviour (a real Sample Factory env worker dying mid-macro, the run stopping with one line
+and resuming) is in test_resume.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import gymnasium
+import pytest
+
+from rlgpt.config import ConfigError, load_config
+from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.workers import (
+    MacroMarker,
+    MarkRunningMacro,
+    WorkerDeath,
+    data_segment_bytes,
+    read_marker,
+)
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+WALK = """
+def walk(game):
+    for i in range(3):
+        yield "move_left"
+"""
+
+
+def run_child(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter and return the JSON it prints last."""
+    argv = [sys.executable, "-c", textwrap.dedent(code), *args]
+    proc = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_marker_says_which_macro_runs_and_outlives_its_process(tmp_path):
+    path = tmp_path / "marker"
+    assert read_marker(path) is None
+    marker = MacroMarker(path)
+    assert read_marker(path) == ""
+    marker.running(MacroMarker.encode("a_long_macro_name"))
+    marker.idle()
+    marker.running(MacroMarker.encode("go"))
+    assert read_marker(path) == "go"  # a shorter name after a longer one is not mixed with it
+    marker.idle()
+    assert read_marker(path) == ""
+    marker.close()
+
+    # A process killed (SIGKILL, no clean-up of any kind) while its marker is set still tells.
+    dead = tmp_path / "dead"
+    code = f"""
+        import os, signal
+        from rlgpt.rl.workers import MacroMarker
+        MacroMarker({str(dead)!r}).running(MacroMarker.encode("doomed"))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=ENV, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert read_marker(dead) == "doomed"
+
+
+class MarkerProbe(gymnasium.Wrapper):
+    """Below the macro wrapper: records what the marker says at every primitive step."""
+
+    def __init__(self, env: gymnasium.Env, path: Path) -> None:
+        super().__init__(env)
+        self.path = path
+        self.seen: list[str | None] = []
+
+    def step(self, action):
+        self.seen.append(read_marker(self.path))
+        return self.env.step(action)
+
+
+def test_marker_is_set_exactly_while_a_macro_steps_the_env(tmp_path):
+    path = tmp_path / "marker"
+    probe = MarkerProbe(CrafterEnv(seed=0), path)
+    env = MarkRunningMacro(MacroActionWrapper(probe, [WALK], seed=0), MacroMarker(path))
+    env.reset(seed=0)
+    env.step(ACTION_NAMES.index("noop"))
+    assert probe.seen == [""]
+    _, _, _, _, info = env.step(env.n_primitive)
+    assert info["macro"]["outcome"] == "success"
+    assert probe.seen == ["", "walk", "walk", "walk"]
+    assert read_marker(path) == ""
+    env.step(ACTION_NAMES.index("noop"))
+    assert probe.seen[-1] == ""
+
+
+MEMORY_CHILD = """
+    import json, resource, sys
+    from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+    from rlgpt.macro.runtime import MacroActionWrapper
+    from rlgpt.macro.sandbox import MacroLimits
+    from rlgpt.rl.workers import set_memory_limit
+
+    HOG = '''
+    def hog(game):
+        keep = list(range(2000000))
+        yield "noop"
+    '''
+    WALK = {walk!r}
+    # In-process checks generous enough that the OS limit is the one that trips (~80 MB for the list).
+    limits = MacroLimits(fuel=50_000, max_items=10**7)
+    env = MacroActionWrapper(CrafterEnv(seed=0), [HOG, WALK], limits=limits)
+    env.reset(seed=0)
+    hog, walk = env.n_primitive, env.n_primitive + 1
+    out = {{"before": env.step(hog)[4]["macro"]["outcome"]}}  # no limit yet: the macro may allocate it
+    out["limit"] = set_memory_limit(int(sys.argv[1]))
+    for name, action in [("hog", hog), ("noop", ACTION_NAMES.index("noop")), ("walk", walk), ("hog2", hog)]:
+        info = env.step(action)[4]
+        out[name] = info.get("macro", {{}}).get("outcome", "primitive")
+        if name == "hog":
+            out["diagnostic"] = info["macro"]["diagnostic"]
+    out["soft"] = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    out["stats"] = env.stats["hog"].failures["memory"]
+    print(json.dumps(out))
+"""
+
+
+def test_os_memory_limit_costs_one_failed_macro_call_and_the_process_goes_on():
+    out = run_child(MEMORY_CHILD.format(walk=WALK), "16")
+    assert out["before"] == "success"
+    assert out["limit"] == out["soft"] > 0
+    assert out["hog"] == "memory", out
+    # The sandbox turns the MemoryError the OS limit raised inside the macro's call into its memory kind.
+    assert out["diagnostic"]["kind"] == "memory" and "memory" in out["diagnostic"]["message"]
+    assert out["diagnostic"]["line"] == 3  # points at the allocation in the macro's source
+    assert (out["noop"], out["walk"], out["hog2"]) == ("primitive", "success", "memory")
+    assert out["stats"] == 2
+
+
+def test_memory_limit_is_sized_from_current_usage_and_never_raised():
+    code = """
+        import json, resource
+        from rlgpt.rl.workers import data_segment_bytes, set_memory_limit
+        before = data_segment_bytes()
+        first = set_memory_limit(64)
+        looser = set_memory_limit(4096)  # never loosens an existing limit
+        print(json.dumps({"before": before, "first": first, "looser": looser,
+                          "soft": resource.getrlimit(resource.RLIMIT_DATA)[0], "off": set_memory_limit(0)}))
+    """
+    out = run_child(code)
+    assert 0 <= out["first"] - out["before"] - 64 * 2**20 < 8 * 2**20
+    assert out["looser"] == out["first"] == out["soft"]
+    assert out["off"] is None
+    # This (test) process was left alone.
+    assert data_segment_bytes() > 0
+    assert resource.getrlimit(resource.RLIMIT_DATA)[0] == resource.RLIM_INFINITY
+
+
+@pytest.mark.parametrize("headroom_mb", [256, 0])
+def test_env_factory_applies_the_backstop_only_in_worker_processes(tmp_path, headroom_mb):
+    """`make_crafter_env` limits an SF worker process (once) and marks macros; 0 turns the limit off."""
+    macro_file = tmp_path / "macros.yaml"
+    macro_file.write_text("- name: walk\n  code: |\n" + textwrap.indent(WALK.strip("\n"), "    ") + "\n")
+    code = f"""
+        import json, os, resource
+        from rlgpt.config import load_config
+        from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+        from rlgpt.rl.train import build_sf_config
+        from rlgpt.rl.workers import data_segment_bytes, read_marker
+
+        cfg = load_config(None, ["macros.file={macro_file}", "macros.memory_limit_mb={headroom_mb}"])
+        run_dir = {str(tmp_path / "run")!r}
+        sf_cfg = build_sf_config(cfg, __import__("pathlib").Path(run_dir), register_task_env(cfg.task))
+        before = data_segment_bytes()
+        env = make_crafter_env("crafter_collect_wood", sf_cfg)
+        limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+        make_crafter_env("crafter_collect_wood", sf_cfg)
+        env.reset(seed=0)
+        env.step(env.action_space.n - 1)
+        marker = os.path.join(run_dir, ".workers", str(os.getpid()))
+        again = resource.getrlimit(resource.RLIMIT_DATA)[0]
+        print(json.dumps({{"before": before, "limit": limit, "again": again,
+                          "marker": read_marker(marker), "inf": resource.RLIM_INFINITY}}))
+    """
+    # The interpreter's command line is what marks a multiprocessing (Sample Factory) child process.
+    out = run_child(code, "--multiprocessing-fork")
+    if headroom_mb:
+        assert 0 <= out["limit"] - out["before"] - headroom_mb * 2**20 < 64 * 2**20
+    else:
+        assert out["limit"] == out["inf"]
+    assert out["again"] == out["limit"], "the limit is set once per process"
+    assert out["marker"] == ""
+
+
+def test_memory_limit_config_knob():
+    assert load_config(None, []).macros.memory_limit_mb == 1024
+    assert load_config(None, ["macros.memory_limit_mb=0"]).macros.memory_limit_mb == 0
+    with pytest.raises(ConfigError, match="memory_limit_mb"):
+        load_config(None, ["macros.memory_limit_mb=-1"])
+
+
+def test_worker_death_message():
+    run_dir = "/runs/x"
+    death = WorkerDeath("rollout_proc1", 4242, -signal.SIGKILL, "go_to_tree")
+    assert death.describe(run_dir) == (
+        "env worker 4242 (rollout_proc1) died (SIGKILL) while running macro 'go_to_tree'; "
+        "checkpoints and metrics kept in /runs/x, re-run the same command to resume"
+    )
+    idle = WorkerDeath("rollout_proc0", 1, -signal.SIGSEGV, "").describe(run_dir)
+    assert "died (SIGSEGV) while no macro was running" in idle
+    learner = WorkerDeath("learner_proc0", 7, 3, None).describe(run_dir)
+    assert learner.startswith("learner 7 (learner_proc0) died (exit status 3); checkpoints")
