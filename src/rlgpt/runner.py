@@ -161,3 +161,6 @@ def log_to_wandb(cfg: RunConfig, run_dir: Path, summary: dict[str, Any]) -> None
             run.log_artifact(code)
     finally:
         run.finish()
+        # finish() can return before W&B's service has written the last records; stopping the service
+        # flushes them, so the offline run is complete on disk when `rlgpt run` returns.
+        wandb.teardown()
