@@ -9,7 +9,6 @@ the same way (ship ``job.json``, run this module there, read ``result.json`` bac
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import os
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 
 from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict, train_config_from_dict
+from rlgpt.llm.serve import die_with_parent
 
 JOB_JSON = "job.json"
 RESULT_JSON = "result.json"
@@ -102,12 +102,6 @@ class Executor(Protocol):
         ...
 
 
-def _die_with_parent() -> None:
-    """In the child: ask Linux to SIGKILL it when the loop process dies (a killed loop leaves no trainer)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 class LocalExecutor:
     """Runs each job in a child Python process on this machine."""
 
@@ -122,7 +116,7 @@ class LocalExecutor:
         t0 = time.time()
         try:
             proc = subprocess.run([self.python, "-m", "rlgpt.executor", str(run_dir / JOB_JSON)],
-                                  preexec_fn=_die_with_parent, check=False)
+                                  preexec_fn=die_with_parent, check=False)
         except KeyboardInterrupt:
             raise
         result_path = run_dir / RESULT_JSON

@@ -32,18 +32,26 @@ def wait_for(condition, what: str, proc: subprocess.Popen | None = None) -> None
         time.sleep(0.5)
 
 
-def processes_running(fragment: str) -> list[int]:
-    """Pids whose command line mentions `fragment`."""
-    pids = []
+def children(pid: int) -> list[int]:
+    """Pids of the direct children of `pid`."""
+    found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if fragment in cmdline and str(os.getpid()) != entry.name:
-                pids.append(int(entry.name))
-    return pids
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path) -> None:
@@ -57,13 +65,15 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     try:
         # The training job is submitted only after the slow and fast steps (and the probes) are complete.
         wait_for(lambda: (it / "train" / "job.json").is_file(), "the training job", first)
+        spawned = children(first.pid)  # the trainer and the LLM server
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
     answered = len(list((run_dir / "llm_cache").glob("*/*.json")))
     assert answered >= 3  # slow, at least the reward and the setup of the fast agent
-    # The trainer (and its Sample Factory workers) die with the loop instead of training on as orphans.
-    wait_for(lambda: not processes_running(str(it / "train")), "the trainer to die with the loop")
+    # The trainer and the model server die with the loop instead of running on as orphans.
+    assert len(spawned) >= 2
+    wait_for(lambda: not any(alive(pid) for pid in spawned), "the loop's children to die with it")
     assert not (it / "eval.json").exists()
 
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WAIT_S)
