@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SMOKE
+from loop_helpers import SMOKE
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model

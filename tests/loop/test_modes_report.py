@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import cli, record, smoke_config
+from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.baselines import policy_subaction
@@ -67,6 +67,4 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
 
 
 def test_report_of_a_directory_without_a_run_is_one_error_line(tmp_path: Path) -> None:
-    from conftest import assert_error_line
-
     assert_error_line(cli("report", str(tmp_path)), "summary.json")

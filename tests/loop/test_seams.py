@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import (
+from loop_helpers import (
     SMOKE,
     assert_error_line,
     cli,

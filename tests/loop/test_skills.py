@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import json_sampling, record, role_schema, smoke_config
+from loop_helpers import json_sampling, record, role_schema, smoke_config
 
 from rlgpt.agents.planner import Planner
 from rlgpt.config import builtin_config_path, load_config

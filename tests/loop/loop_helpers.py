@@ -1,5 +1,6 @@
-"""Helpers for the loop tests: the smoke RunConfig, the run's response cache filled with recorded replies
-(served through the real client's cache path, `llm.replay_only`), step files, the CLI in a child process."""
+"""Helpers for the loop tests (a uniquely named module, not a conftest, whose name the test directories
+would share): the smoke RunConfig, recorded replies in the run's response cache (served through the real
+client's cache path, `llm.replay_only`), step files, the CLI in a child process."""
 
 from __future__ import annotations
 
