@@ -39,11 +39,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default="bench/llm_agents.json")
+    parser.add_argument("--subgoals", nargs="*", default=[s.name for s, _ in SUBGOALS],
+                        help="which sub-goals to run (default all)")
     args = parser.parse_args()
     backend = EmbeddedBackend(ensure_model(MODELS[args.model]), n_ctx=6144, n_threads=args.threads)
     client = LLMClient(backend)
     rows = []
     for sub, max_steps in SUBGOALS:
+        if sub.name not in args.subgoals:
+            continue
         config = AgentConfig(samples=args.samples, repair_retries=args.repairs, code_max_tokens=512,
                              probe_seeds=tuple(range(args.seeds)), probe_max_steps=max_steps)
         start = time.perf_counter()

@@ -10,7 +10,7 @@ from agent_helpers import Recording, record_reply
 
 from rlgpt import prompts
 from rlgpt.agents.common import describe_task, documentation, render_decomposition
-from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.fast import MACRO_REPAIR_HINT, FastAgent
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
@@ -70,6 +70,7 @@ def test_compile_errors_go_back_to_the_model_with_their_diagnostics(client: LLMC
     repair = recording.requests[0][0]
     assert repair[-2] == {"role": "assistant", "content": bad}
     assert "imports are not allowed" in repair[-1]["content"] and "line 1" in repair[-1]["content"]
+    assert MACRO_REPAIR_HINT in repair[-1]["content"]
     assert choice.candidates[0].code.first_try is False
 
 

@@ -112,8 +112,9 @@ Check = Callable[[str], Any]
 
 
 def write_code(client: LLMClient, role: str, messages: list[Message], name: str, check: Check, *,
-               sampling: SamplingParams, retries: int) -> CodeResult:
-    """Ask for function `name`, extract it, `check` it; send diagnostics back up to `retries` times."""
+               sampling: SamplingParams, retries: int, repair_hint: str = "") -> CodeResult:
+    """Ask for function `name`, extract it, `check` it; send diagnostics back up to `retries` times,
+    followed by `repair_hint` (a reminder of the rules the diagnostics are about)."""
     conversation = list(messages)
     result = CodeResult(None, None)
     for attempt in range(retries + 1):
@@ -137,10 +138,12 @@ def write_code(client: LLMClient, role: str, messages: list[Message], name: str,
         if attempt == retries:
             break
         # The usual repair prompt: the model's own reply, then exactly what the compiler said.
+        hint = f"{repair_hint}\n" if repair_hint else ""
         conversation = [
             *conversation,
             {"role": "assistant", "content": completion.text},
             {"role": "user", "content": f"The code was rejected:\n{format_diagnostics(problem)}\n"
+                                        f"{hint}"
                                         f"Fix these problems. Reply with the corrected `{name}` function in "
                                         f"one ```python block."},
         ]

@@ -30,6 +30,13 @@ from rlgpt.macro.sandbox import MacroLimits
 
 ROLE = "fast"
 """Accounting role of every fast-agent call (`llm/fast/*`)."""
+MACRO_REPAIR_HINT = ("Remember: an action is a string you yield (for example `yield \"do\"` or "
+                     "`yield \"place_table\"`), `game` has only the members in the API reference, and "
+                     "nothing can be imported.")
+"""Sent after a macro's diagnostics: the measured repeat offenders (imports, game.<action>() calls)."""
+REWARD_REPAIR_HINT = ("Remember: reward(game, prev) returns a number, never yields, uses only the members "
+                      "in the API reference, and cannot import anything.")
+"""Sent after the reward's diagnostics."""
 
 
 @dataclass
@@ -149,7 +156,8 @@ class FastAgent:
         for index in range(self.config.samples):
             result = write_code(self.client, ROLE, messages, sub.name,
                                 lambda code: self.compile_macro_code(sub.name, code),
-                                sampling=self._sampling(index), retries=self.config.repair_retries)
+                                sampling=self._sampling(index), retries=self.config.repair_retries,
+                                repair_hint=MACRO_REPAIR_HINT)
             probe = self.probe(result.compiled, sub.goal) if result.compiled is not None else None
             choice.candidates.append(MacroCandidate(index, result, probe))
         probed = [c for c in choice.candidates if c.probe is not None]
@@ -184,7 +192,8 @@ class FastAgent:
                                   decomposition=render_decomposition(decomposition),
                                   feedback=feedback or "none")
         return write_code(self.client, ROLE, messages, REWARD_ENTRY, self.check_reward,
-                          sampling=self._sampling(0), retries=self.config.repair_retries)
+                          sampling=self._sampling(0), retries=self.config.repair_retries,
+                          repair_hint=REWARD_REPAIR_HINT)
 
     # -- setup -------------------------------------------------------------------------------------
 
