@@ -57,7 +57,10 @@ def alive(pid: int) -> bool:
 def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path) -> None:
     ensure_model(QWEN_CODER_0_5B)
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "rlgpt.cli", "run", "--config", SMOKE, "--run-dir", str(run_dir)]
+    # place_table with a threshold of 1: a few thousand steps essentially never place a table in all four
+    # evaluation episodes, so the critic (not the threshold) ends the iteration.
+    command = [sys.executable, "-m", "rlgpt.cli", "run", "--config", SMOKE, "--run-dir", str(run_dir),
+               "--task", "place_table", "--set", "success_threshold=1"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     it = run_dir / "iter_000"
 
@@ -119,4 +122,4 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     assert "llm/slow/calls" not in llm and "llm/fast/calls" not in llm, llm
     assert len(list((run_dir / "llm_cache").glob("*/*.json"))) == answered + llm.get("llm/critic/calls", 0)
     assert llm.get("llm/critic/calls", 0.0) == (1.0 if critic["by"] == "critic" else 0.0)
-    assert "| collect_wood |" in second.stdout and "rlgpt" in second.stdout
+    assert "| place_table |" in second.stdout and "rlgpt" in second.stdout
