@@ -381,7 +381,8 @@ class RunConfig:
     agents: AgentConfig = field(default_factory=AgentConfig)
     """The LLM agents' knobs."""
     llm: LLMConfig = field(default_factory=LLMConfig)
-    """How to reach the model (``--llm embedded|URL``); the response cache defaults to ``RUN/llm_cache``."""
+    """How to reach the model (``--llm embedded|URL``); the response cache defaults to ``RUN/llm_cache``, so
+    ``llm.replay_only=true`` replays a finished run offline."""
 
     def resolved_run_dir(self) -> Path:
         """The run directory, derived from task, mode and seed when not given."""
@@ -418,6 +419,8 @@ def validate_run(cfg: RunConfig) -> RunConfig:
                           f"one training batch ({cfg.train.ppo.batch_size} steps)")
     cfg.train.task, cfg.train.steps, cfg.train.seed = cfg.task, max(cfg.steps_per_iteration, 1), cfg.seed
     validate(cfg.train)
+    if cfg.llm.cache_dir is None:
+        cfg.llm.cache_dir = str(cfg.resolved_run_dir() / "llm_cache")
     try:
         AgentConfig(**dataclasses.asdict(cfg.agents))
         cfg.llm = LLMConfig(**dataclasses.asdict(cfg.llm))

@@ -17,7 +17,6 @@ from rlgpt.loop import SUMMARY_JSON
 from rlgpt.tracking import LoopProgress
 
 RUN_YAML = "run.yaml"
-LLM_CACHE = "llm_cache"
 
 
 class AccountedClient:
@@ -53,11 +52,10 @@ class AccountedClient:
 
 
 def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -> AccountedClient:
-    """The run's LLM client; its response cache lives in the run directory unless configured elsewhere."""
+    """The run's LLM client (its response cache: ``llm.cache_dir``, by default in the run directory)."""
     from rlgpt.llm.config import build_client
 
-    llm = cfg.llm if cfg.llm.cache_dir else dataclasses.replace(cfg.llm, cache_dir=str(run_dir / LLM_CACHE))
-    return AccountedClient(build_client(llm, backend=backend))
+    return AccountedClient(build_client(cfg.llm, backend=backend))
 
 
 def uses_planner(cfg: RunConfig) -> bool:

@@ -96,6 +96,12 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     assert summary["steps_used"] == 2048 and summary["steps_budget"] == cfg.steps
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     assert summary["llm"]["llm/cache_hits"] == 2.0  # exactly the two recorded replies were asked for
+    # The finished run replays offline with the same command: every step is read, nothing is asked.
+    again = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--set", "max_outer=2", "--set",
+                "max_inner=2", "--set", "llm.replay_only=true", "--task", TASK)
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads((run_dir / "summary.json").read_text())
+    assert {**replayed, "llm": None} == {**summary, "llm": None} and replayed["llm"]["llm/cache_hits"] == 0
 
 
 def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:
