@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make run    create .venv, install, run the main job (embedded default: Crafter)
+#   make run    create .venv, install, run the main job (rlgpt run on make_wood_pickaxe, embedded LLM)
 #   make test   create .venv, install, run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -29,7 +29,7 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 install: $(VENV)/.installed-$(EXTRAS)
 
 run: install
-	$(VENV)/bin/rlgpt train --config configs/main.yaml $(RUN_ARGS)
+	$(VENV)/bin/rlgpt run --config configs/run.yaml --task make_wood_pickaxe $(RUN_ARGS)
 
 test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs $(PYTEST_ARGS)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -100,6 +102,13 @@ def wait_until_ready(base_url: str, *, timeout_s: float = 120.0,
     raise ServerUnavailableError(f"server at {base_url} not ready after {timeout_s:.0f}s")
 
 
+def die_with_parent() -> None:
+    """`preexec_fn` of a child process: Linux sends it SIGKILL when the process that started it dies, so a
+    killed `rlgpt run` (SIGKILL included) leaves no model server or trainer behind."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class ManagedServer:
     """A server subprocess started on enter, checked ready, and terminated on exit."""
 
@@ -130,10 +139,11 @@ class ManagedServer:
         if self.log_path is not None:
             # The child keeps its own copy of the descriptor; ours can close right away.
             with open(self.log_path, "wb") as log:
-                self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                preexec_fn=die_with_parent)
         else:
             self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.STDOUT, env=env)
+                                            stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
         try:
             wait_until_ready(self.base_url, timeout_s=self.ready_timeout_s, process=self.process,
                              log_path=self.log_path)

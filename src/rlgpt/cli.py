@@ -1,4 +1,4 @@
-"""The ``rlgpt`` command: ``train``, ``eval`` and ``llm`` (``serve``, ``fetch``).
+"""The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``report`` and ``llm`` (``serve``, ``fetch``).
 
 Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
 single ``rlgpt: error: ...`` line and exit status 2, not a traceback; a worker process that dies during
@@ -75,6 +75,47 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from rlgpt.config import load_run_config
+
+    overrides = []
+    if args.llm is not None:
+        if args.llm == "embedded":
+            overrides.append("llm.backend=embedded")
+        elif args.llm.startswith(("http://", "https://")):
+            # The served model name defaults to the server's first model; `--set llm.model=...` picks one.
+            overrides += ["llm.backend=http", f"llm.base_url={args.llm}", "llm.model="]
+        else:
+            from rlgpt.config import ConfigError
+
+            raise ConfigError(f"--llm must be 'embedded' or an http(s)://HOST:PORT/v1 URL, got {args.llm!r}")
+    overrides += list(args.set or [])
+    for flag in ("task", "steps", "seed", "run_dir", "mode"):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{flag}={value}")
+    if args.wandb:
+        overrides.append("wandb=true")
+    cfg = load_run_config(args.config, overrides)
+
+    from rlgpt.report import result_table
+    from rlgpt.runner import run
+
+    summary = run(cfg)
+    print(result_table([summary]))
+    print(f"run directory: {summary['run_dir']}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from rlgpt.report import write_report
+
+    paths = write_report(args.run_dirs, args.out)
+    print(paths["markdown"].read_text())
+    print(f"report: {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlgpt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +147,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_eval)
 
+    p = sub.add_parser("run", help="the RL-GPT loop (or a baseline) on a Crafter task")
+    p.add_argument("--config", help="YAML RunConfig (default: built-in defaults)")
+    p.add_argument("--task", help="Crafter achievement(s), e.g. make_wood_pickaxe or a+b")
+    p.add_argument("--steps", help="total primitive-step RL budget across iterations")
+    p.add_argument("--seed", help="seed for policies, environments and sampling")
+    p.add_argument("--run-dir", dest="run_dir", help="run directory (the same one resumes)")
+    p.add_argument("--mode", help="rlgpt (default), ppo (no LLM) or code (LLM-written policy, no RL)")
+    p.add_argument("--llm", help="'embedded' (default, in-process model) or an OpenAI-compatible URL "
+                   "such as http://127.0.0.1:8000/v1")
+    p.add_argument("--wandb", action="store_true", help="one W&B run for the whole run (offline by default)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any RunConfig field, e.g. --set agents.samples=1")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("report", help="success per task per mode (Markdown + PNG) from rlgpt run directories")
+    p.add_argument("run_dirs", nargs="+", help="directories written by `rlgpt run`")
+    p.add_argument("--out", default="report", help="output directory (default: ./report)")
+    p.set_defaults(func=_report)
+
     add_llm_subcommands(sub)
     return parser
 
@@ -113,9 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from rlgpt.agents.replies import ReplyValidationError
     from rlgpt.config import ConfigError
     from rlgpt.llm.errors import LLMError
     from rlgpt.macro.files import MacroFileError
+    from rlgpt.report import ReportError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
     from rlgpt.rl.workers import WorkerDiedError
@@ -128,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         CheckpointError,
         EvalError,
         LLMError,
+        ReplyValidationError,
+        ReportError,
         FileNotFoundError,
     )
     try:

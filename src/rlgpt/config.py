@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from rlgpt.llm.config import LLMConfig
+
 
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message says which key and why."""
@@ -176,6 +178,13 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         if not isinstance(value, str | int | float):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return str(value)
+    if origin is tuple:
+        # Only homogeneous ``tuple[X, ...]`` knobs (e.g. probe seeds); "1,2" on the command line works too.
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        item_hint = typing.get_args(hint)[0]
+        return tuple(_coerce(v.strip() if isinstance(v, str) else v, item_hint, key) for v in items)
     raise ConfigError(f"{key}: unsupported type {hint}")
 
 
@@ -248,24 +257,36 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file, or ConfigError saying what is wrong with it."""
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Build a TrainConfig from defaults, then a YAML file, then ``key=value`` overrides."""
     cfg = TrainConfig()
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
-        _apply(cfg, data)
+        _apply(cfg, read_config_file(path))
         if cfg.macros.file and not Path(cfg.macros.file).is_absolute():
             cfg.macros.file = str(path.parent / cfg.macros.file)
     for item in overrides or []:
         _apply(cfg, _parse_override(item))
+    return validate(cfg)
+
+
+def train_config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Inverse of :func:`to_dict` (validated)."""
+    cfg = TrainConfig()
+    _apply(cfg, data)
     return validate(cfg)
 
 
@@ -315,3 +336,108 @@ class AgentConfig:
             raise ConfigError("agents.probe_calls_per_episode and agents.probe_max_steps must be >= 1")
         if self.temperature < 0:
             raise ConfigError(f"agents.temperature must be >= 0, got {self.temperature}")
+
+
+MODES = ("rlgpt", "ppo", "code")
+"""`rlgpt run --mode`: the RL-GPT loop, plain PPO (no LLM), or the LLM's code as the whole policy (no RL)."""
+
+
+@dataclass
+class RunConfig:
+    """Everything one ``rlgpt run`` needs: the loop's knobs plus the configs of what it drives."""
+
+    task: str = "make_wood_pickaxe"
+    """Crafter achievement(s) to reach, e.g. ``collect_wood`` or ``place_table+make_wood_pickaxe``."""
+    mode: str = "rlgpt"
+    """``rlgpt`` (the agents' loop), ``ppo`` (one training on the whole budget, no LLM) or ``code`` (the LLM
+    writes the whole policy as one macro; no RL)."""
+    steps: int = 40_000
+    """Total primitive-step RL budget of the run, split evenly over the loop's iterations
+    (``max_outer * max_inner``)."""
+    seed: int = 0
+    """Seed for the policies, the environments and the LLM's sampling."""
+    run_dir: str | None = None
+    """Where every iteration's files go; default ``runs/<task>-<mode>-seed<seed>``. Re-running the same
+    command resumes this directory."""
+    max_outer: int = 2
+    """Outer iterations: times the slow agent (re-)decomposes the task."""
+    max_inner: int = 2
+    """Inner iterations per outer one: times the fast agent (re-)writes code and RL setup."""
+    success_threshold: float = 0.8
+    """Evaluation success at which the loop stops without asking the critic."""
+    eval_episodes: int = 20
+    """Episodes of each iteration's evaluation (and of ``--mode code``)."""
+    planner_min_chain: int = 6
+    """Tasks whose prerequisite chain (crafter's recipes) is at least this long go through the task planner
+    and the skill library; shorter ones run the loop directly."""
+    skills_dir: str | None = None
+    """The persistent skill library; None = ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``."""
+    skill_threshold: float = 0.2
+    """Evaluation success a result needs to be stored in (or taken from) the skill library."""
+    wandb: bool = False
+    """One W&B run per ``rlgpt run`` (offline unless ``WANDB_MODE`` says otherwise)."""
+    wandb_project: str = "rlgpt"
+    """W&B project name."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """Settings of every training (env, ppo, macro step bound, checkpoints); its task, steps, seed, run_dir
+    and episode length are set per iteration by the loop."""
+    agents: AgentConfig = field(default_factory=AgentConfig)
+    """The LLM agents' knobs."""
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    """How to reach the model (``--llm embedded|URL``); the response cache defaults to ``RUN/llm_cache``, so
+    ``llm.replay_only=true`` replays a finished run offline."""
+
+    def resolved_run_dir(self) -> Path:
+        """The run directory, derived from task, mode and seed when not given."""
+        if self.run_dir:
+            return Path(self.run_dir)
+        return Path("runs") / f"{self.task.replace('+', '_')}-{self.mode}-seed{self.seed}"
+
+    @property
+    def iterations(self) -> int:
+        """The most trainings the loop runs (``max_outer * max_inner``)."""
+        return self.max_outer * self.max_inner
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Primitive-step budget of one iteration's training."""
+        return self.steps // (1 if self.mode == "ppo" else self.iterations)
+
+
+def validate_run(cfg: RunConfig) -> RunConfig:
+    """Check a RunConfig's value ranges (and those of the configs it holds)."""
+    checks = [
+        (cfg.mode in MODES, f"mode must be one of {', '.join(MODES)}, got {cfg.mode!r}"),
+        (cfg.max_outer >= 1 and cfg.max_inner >= 1, "max_outer and max_inner must be >= 1"),
+        (0 <= cfg.success_threshold <= 1, "success_threshold must be in [0, 1]"),
+        (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
+        (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
+        (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+    if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
+        raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
+                          f"one training batch ({cfg.train.ppo.batch_size} steps)")
+    cfg.train.task, cfg.train.steps, cfg.train.seed = cfg.task, max(cfg.steps_per_iteration, 1), cfg.seed
+    validate(cfg.train)
+    if cfg.llm.cache_dir is None:
+        cfg.llm.cache_dir = str(cfg.resolved_run_dir() / "llm_cache")
+    try:
+        AgentConfig(**dataclasses.asdict(cfg.agents))
+        cfg.llm = LLMConfig(**dataclasses.asdict(cfg.llm))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return cfg
+
+
+def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Build a RunConfig from defaults, a YAML file, then ``key=value`` overrides (``train.ppo.rollout=32``,
+    ``agents.samples=1``, ``llm.base_url=...``)."""
+    cfg = RunConfig()
+    if path is not None:
+        _apply(cfg, read_config_file(Path(path)))
+    for item in overrides or []:
+        _apply(cfg, _parse_override(item))
+    return validate_run(cfg)

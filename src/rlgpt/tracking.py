@@ -168,3 +168,29 @@ def log_scalars(
         run = wandb.init(id=wandb_run["id"], project=wandb_run["project"], resume="allow")
         run.log(dict(scalars), step=step)
         run.finish()
+
+
+class LoopProgress:
+    """The `rlgpt run` status line: phase (plan/slow/fast/probe/train/critic/...), iteration and the
+    primitive-step budget used so far; one line per phase change on stderr (trainings print their own
+    `ProgressLine` in between)."""
+
+    def __init__(self, total_steps: int, iterations: int, stream=None):
+        self.total = total_steps
+        self.iterations = iterations
+        self.stream = stream or sys.stderr
+        self.steps_used = 0
+        self.last = ""
+
+    def used(self, steps: int) -> None:
+        """Count a finished training's primitive steps."""
+        self.steps_used += steps
+
+    def phase(self, phase: str, iteration: int, task: str) -> None:
+        """Announce a phase of iteration `iteration` (0-based) of `task`."""
+        line = (f"rlgpt run: {task} | iteration {iteration + 1}/{self.iterations} | {phase:<6} | "
+                f"budget {self.steps_used:,d}/{self.total:,d} steps")
+        if line != self.last:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self.last = line

@@ -35,8 +35,16 @@ def test_macro_run_in_sf_workers(tmp_path):
     assert ckpt["decisions"] == int(last["decisions"]) < 0.9 * ckpt["env_steps"]
     assert float(last["episode_steps"]) > float(last["episode_decisions"])
 
-    report = evaluate(result.run_dir, episodes=2, num_envs=2, write=False)
+    report = evaluate(result.run_dir, episodes=2, num_envs=2, write=False, episode_length=150)
     assert report.episodes == 2
+    # The evaluation reports what the critic reads: per-macro counters and the last steps of failures.
+    stats = report.macro_stats["go_to_tree"]
+    assert set(stats) >= {"calls", "successes", "mean_length", "interrupted", "fail_max_steps"}
+    assert stats["calls"] >= stats["successes"] + stats["interrupted"]
+    assert report.mean_episode_steps <= 150  # the evaluation's own episode length replaced the training's
+    failed = round(report.episodes * (1 - report.success_rate))
+    assert len(report.traces) == failed
+    assert all(t.endswith(("(died)", "(time limit)")) for t in report.traces)
 
 
 def test_stop_at_success_ends_the_run_at_the_first_full_window_past_it(tmp_path):

@@ -8,9 +8,11 @@ is batched.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections import deque
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import torch
 from sample_factory.algo.utils.action_distributions import argmax_actions
@@ -26,6 +28,10 @@ from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
 from rlgpt.tracking import log_scalars, read_curve
 
+TRACE_STEPS = 8
+"""Actions kept per failed episode's trace."""
+TRACE_EPISODES = 5
+"""Failed episodes traced per evaluation."""
 # Evaluation envs are seeded far from the training ones (SF seeds training env i with i).
 EVAL_SEED_BASE = 10_000_000
 
@@ -50,6 +56,11 @@ class EvalReport:
     """Mean undiscounted episode return."""
     deterministic: bool
     """Whether actions were the policy's argmax instead of samples."""
+    macro_stats: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per macro: calls, successes, mean_length, interrupted and fail_<kind> counts summed over episodes
+    (mean_length averaged over calls)."""
+    traces: list[str] = field(default_factory=list)
+    """For (up to `TRACE_EPISODES`) failed episodes: the last `TRACE_STEPS` actions, with macro outcomes."""
 
 
 class EvalError(RuntimeError):
@@ -71,15 +82,20 @@ def evaluate(
     deterministic: bool = False,
     seed: int = 0,
     write: bool = True,
+    episode_length: int | None = None,
 ) -> EvalReport:
     """Play ``episodes`` episodes with the newest checkpoint of ``run_dir`` and report success rates.
 
-    With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and ``eval_success.png``.
+    ``episode_length`` replaces the training's episode limit (so that runs trained with different horizons
+    are evaluated alike). With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and
+    ``eval_success.png``.
     """
     if episodes < 1:
         raise EvalError(f"episodes must be >= 1, got {episodes}")
     run_dir = Path(run_dir)
     cfg = load_sf_config(run_dir)
+    if episode_length is not None:
+        cfg.rlgpt_episode_length = episode_length
     register_model()
     checkpoint = load_checkpoint(latest_checkpoint(run_dir))
 
@@ -91,6 +107,9 @@ def evaluate(
     obs = [env.reset(seed=EVAL_SEED_BASE + seed * 1000 + i)[0] for i, env in enumerate(envs)]
     started = len(envs)
     returns = np.zeros(len(envs))
+    names = _action_names(envs[0])
+    recent = [deque(maxlen=TRACE_STEPS) for _ in envs]
+    traces: list[str] = []
     active = list(range(len(envs)))
     results: list[tuple[dict, float]] = []
     rnn_states = torch.zeros(len(envs), get_rnn_size(cfg))
@@ -103,8 +122,13 @@ def evaluate(
             for i, action in zip(active, actions.view(-1).tolist(), strict=True):
                 obs[i], reward, terminated, truncated, info = envs[i].step(int(action))
                 returns[i] += reward
+                recent[i].append(_describe_step(names, int(action), info))
                 if terminated or truncated:
                     results.append((info["episode_extra_stats"], float(returns[i])))
+                    if not info.get("success") and len(traces) < TRACE_EPISODES:
+                        ended = "died" if terminated else "time limit"
+                        traces.append(f"{' -> '.join(recent[i])} ({ended})")
+                    recent[i].clear()
                     if started < episodes:
                         obs[i] = envs[i].reset(seed=EVAL_SEED_BASE + seed * 1000 + started)[0]
                         returns[i] = 0.0
@@ -128,6 +152,8 @@ def evaluate(
         mean_episode_steps=float(np.mean([s["rollout/episode_steps"] for s in stats])),
         mean_return=float(np.mean([r for _, r in results])),
         deterministic=deterministic,
+        macro_stats=_macro_stats(stats),
+        traces=traces,
     )
     if write:
         out_dir = run_dir / rundir.EVAL_DIR
@@ -145,6 +171,49 @@ def evaluate(
             wandb_run = {"id": cfg.wandb_unique_id, "project": cfg.wandb_project}
         log_scalars(run_dir, scalars, report.env_steps, wandb_run)
     return report
+
+
+def _action_names(env) -> tuple[str, ...]:
+    """Primitive then macro action names of an evaluation env (the outermost wrapper that knows them)."""
+    from rlgpt.envs.crafter import ACTION_NAMES
+    from rlgpt.macro.runtime import MacroActionWrapper
+
+    while isinstance(env, gymnasium.Wrapper):
+        if isinstance(env, MacroActionWrapper):
+            return env.action_names
+        env = env.env
+    return tuple(ACTION_NAMES)
+
+
+def _describe_step(names: tuple[str, ...], action: int, info: dict) -> str:
+    name = names[action] if action < len(names) else str(action)
+    macro = info.get("macro")
+    if not macro:
+        return name
+    text = f"{name}[{macro['outcome']}, {macro['steps']} steps]"
+    if macro.get("diagnostic"):
+        text += f" ({macro['diagnostic'].get('message', '')[:80]})"
+    return text
+
+
+def _macro_stats(stats: list[dict]) -> dict[str, dict[str, float]]:
+    """Sum the episodes' ``macro/<name>/<counter>`` entries per macro (mean_length weighted by calls)."""
+    out: dict[str, dict[str, float]] = {}
+    for episode in stats:
+        for key, value in episode.items():
+            if not key.startswith("macro/"):
+                continue
+            _, name, counter = key.split("/", 2)
+            entry = out.setdefault(name, {})
+            if counter == "mean_length":
+                calls = episode.get(f"macro/{name}/calls", 0.0)
+                entry["_length"] = entry.get("_length", 0.0) + value * calls
+            else:
+                entry[counter] = entry.get(counter, 0.0) + float(value)
+    for entry in out.values():
+        length = entry.pop("_length", 0.0)
+        entry["mean_length"] = length / entry["calls"] if entry.get("calls") else 0.0
+    return out
 
 
 def plot_eval(report: EvalReport, path: Path) -> None:

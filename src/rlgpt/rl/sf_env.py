@@ -8,9 +8,7 @@ in the worker, which is also what installs the checkpoint allow-list there.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import signal
 import sys
 import warnings
 from typing import Any
@@ -22,7 +20,9 @@ from sample_factory.utils import utils as sf_utils
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+from rlgpt.llm.serve import die_with_parent
 from rlgpt.macro.files import sources_from_json
+from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
 from rlgpt.rl.learner import NUM_FRAMES_KEY
@@ -45,7 +45,7 @@ def apply_console_level() -> None:
 apply_console_level()
 
 
-def die_with_parent() -> None:
+def sf_child_dies_with_trainer() -> None:
     """In a Sample Factory child process, ask Linux to SIGKILL it when the trainer process dies.
 
     Without this, a trainer killed with SIGKILL (or any signal it does not handle) leaves its rollout,
@@ -58,14 +58,13 @@ def die_with_parent() -> None:
     # The trainer says who it is: a child whose trainer died before this import would otherwise take the
     # process it was re-parented to for its trainer and live on as an orphan.
     trainer = int(os.environ.get(TRAINER_PID_ENV) or os.getppid())
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    die_with_parent()
     if os.getppid() != trainer:  # the trainer died before the request took effect
         os._exit(1)
 
 
 # Every SF child process imports this module (it unpickles the env factory from the global context).
-die_with_parent()
+sf_child_dies_with_trainer()
 # SF 2.1.1's learner logs `float(loss)` of tensors that require grad; torch warns about it on every run.
 warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
@@ -166,6 +165,24 @@ class PrimitiveStepCount(gym.Wrapper):
         return self._with_count(obs, k), reward, terminated, truncated, info
 
 
+class ObservationParts(gym.ObservationWrapper):
+    """Zeroes the parts of a symbolic observation (``view``, ``vector``) the RL setup left out; the
+    observation space keeps its shape so that the policy network is the same whatever the setup chose."""
+
+    def __init__(self, env: gym.Env, keep: tuple[str, ...]):
+        super().__init__(env)
+        space = env.observation_space
+        self.drop = tuple(k for k in getattr(space, "spaces", {}) if k not in keep)
+
+    def observation(self, observation):
+        if not self.drop:
+            return observation
+        observation = dict(observation)
+        for key in self.drop:
+            observation[key] = observation[key] * 0
+        return observation
+
+
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
     """Sample Factory env factory for ``crafter_<task>`` names."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
@@ -174,6 +191,20 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
         obs_mode=cfg.rlgpt_obs_mode,
         episode_length=cfg.rlgpt_episode_length,
     )
+    return wrap_task_env(env, cfg)
+
+
+def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
+    """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
+    also used to run a trained policy on another env (`rlgpt.skills` chains skills in one episode)."""
+    # getattr: configs of runs trained before these flags existed lack them.
+    reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
+    if reward and dense_reward:
+        # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
+        # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
+        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0))
+    if observation:
+        env = ObservationParts(env, tuple(observation.split(",")))
     if cfg.rlgpt_macros:
         # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
         env = MacroActionWrapper(
@@ -203,3 +234,5 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
     parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)
+    parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
+    parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")

@@ -1,0 +1,123 @@
+"""The baselines of `rlgpt run`: ``--mode ppo`` (one training on the whole budget, no LLM) and
+``--mode code`` (the LLM writes the whole policy as one macro; played with no RL).
+
+Both write the same ``summary.json`` record as the loop (`rlgpt.loop.result_record`), their steps counted
+as primitive (game) steps alike, so `rlgpt report` puts them side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlgpt.agents.common import describe_task
+from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.replies import SubAction
+from rlgpt.config import RunConfig
+from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+from rlgpt.executor import Executor, TrainJob
+from rlgpt.loop import job_record, result_record, step
+from rlgpt.macro.compiler import MacroSource
+from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
+from rlgpt.rl.sf_env import EpisodeStats
+from rlgpt.tracking import LoopProgress
+
+POLICY_MACRO = "policy"
+"""Name of the one macro `--mode code` asks for."""
+
+
+def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopProgress) -> dict[str, Any]:
+    """Plain PPO on the task's reward, primitives only, the whole budget in one training."""
+    progress.phase("train", 0, cfg.task)
+    train = dataclasses.replace(cfg.train, task=cfg.task, steps=cfg.steps, seed=cfg.seed,
+                                run_dir=str(run_dir / "ppo" / "train"), eval_episodes=0, wandb=False)
+    job = TrainJob(train, eval_episodes=cfg.eval_episodes)
+    evaluation = step(run_dir / "ppo" / "eval.json", lambda: job_record(executor.run(job)))
+    progress.used(evaluation["steps"])
+    iterations = [{"index": 0, "dir": "ppo", "success_rate": evaluation["success_rate"],
+                   "steps": evaluation["steps"], "macros": [], "critic": ""}]
+    return result_record(cfg, cfg.task, "ppo", cfg.steps, evaluation["steps"], evaluation["report"] or {},
+                         iterations, best="ppo", checkpoint=str(run_dir / "ppo" / "train"),
+                         error=evaluation["error"])
+
+
+def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgress) -> dict[str, Any]:
+    """The LLM's code as the whole policy: one macro (written, repaired and probed like any other),
+    called again and again until each evaluation episode ends; no RL."""
+    sub = policy_subaction(cfg.task)
+    progress.phase("fast", 0, cfg.task)
+    code_dir = run_dir / "code"
+
+    def write() -> dict[str, Any]:
+        choice = fast.write_macro(cfg.task, sub)
+        return {"source": None if choice.source is None else choice.source.code, **choice.to_dict()}
+
+    written = step(code_dir / "fast.json", write)
+    progress.phase("eval", 0, cfg.task)
+    evaluation = step(code_dir / "eval.json", play_macro_policy, cfg, written["source"])
+    iterations = [{"index": 0, "dir": "code", "success_rate": evaluation["success_rate"],
+                   "steps": 0, "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
+    return result_record(cfg, cfg.task, "code", cfg.steps, 0, evaluation["report"] or {}, iterations,
+                         best="code", played_steps=evaluation["played_steps"], error=evaluation["error"])
+
+
+def policy_subaction(task: str) -> SubAction:
+    """What `--mode code` asks the fast agent for: the whole task as one macro, probed against its last
+    target."""
+    return SubAction(POLICY_MACRO, f"play the whole task: {describe_task(task)}; the function is called "
+                     "again each time it returns, until the episode ends", "code",
+                     TaskSpec.from_name(task).targets[-1], "code-as-policy baseline")
+
+
+def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
+    """Evaluate a macro as the whole policy on the same episodes (seeds, episode length, statistics) as a
+    trained policy's evaluation; a macro that never compiled scores 0 with its reason."""
+    if code is None:
+        return {"ok": False, "error": "the model's policy code never compiled", "success_rate": 0.0,
+                "played_steps": 0, "report": None}
+    spec = TaskSpec.from_name(cfg.task)
+    length = cfg.train.env.episode_length or spec.episode_length
+    env = EpisodeStats(MacroActionWrapper(make_task_env(spec, episode_length=length),
+                                          [MacroSource(POLICY_MACRO, code)], gamma=cfg.train.ppo.gamma,
+                                          max_macro_steps=length, seed=cfg.seed), run_seed=cfg.seed)
+    results, traces, played = [], [], 0
+    for episode in range(cfg.eval_episodes):
+        env.reset(seed=EVAL_SEED_BASE + cfg.seed * 1000 + episode)
+        recent: deque[str] = deque(maxlen=TRACE_STEPS)
+        while True:
+            _, _, terminated, truncated, info = env.step(env.action_space.n - 1)
+            macro = info["macro"]
+            recent.append(f"{POLICY_MACRO}[{macro['outcome']}, {macro['steps']} steps]")
+            if terminated or truncated:
+                break
+        stats = info["episode_extra_stats"]
+        played += int(stats["rollout/episode_steps"])
+        results.append(stats)
+        if not info["success"] and len(traces) < TRACE_EPISODES:
+            traces.append(" -> ".join(recent))
+    report = {
+        "task": cfg.task, "episodes": len(results), "env_steps": 0,
+        "success_rate": float(np.mean([s["rollout/success"] for s in results])),
+        "achievement_success": {a: float(np.mean([s[f"rollout/achievement/{a}"] for s in results]))
+                                for a in ACHIEVEMENTS},
+        "mean_episode_steps": float(np.mean([s["rollout/episode_steps"] for s in results])),
+        "macro_stats": {POLICY_MACRO: macro_totals(results)},
+        "traces": traces,
+    }
+    return {"ok": True, "error": "", "success_rate": report["success_rate"], "played_steps": played,
+            "report": report}
+
+
+def macro_totals(episodes: list[dict[str, float]]) -> dict[str, float]:
+    """The policy macro's counters summed over episodes (mean_length over all calls)."""
+    prefix = f"macro/{POLICY_MACRO}/"
+    totals = {k[len(prefix):]: float(sum(e[k] for e in episodes)) for k in episodes[0]
+              if k.startswith(prefix) and k != prefix + "mean_length"}
+    steps = sum(e[prefix + "mean_length"] * e[prefix + "calls"] for e in episodes)
+    totals["mean_length"] = steps / totals["calls"] if totals.get("calls") else 0.0
+    return totals

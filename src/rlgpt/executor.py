@@ -1,0 +1,177 @@
+"""Trainings go through one interface: a job (config in) -> a run directory and a result (out).
+
+`LocalExecutor` runs each job in a child process (``python -m rlgpt.executor JOB.json``): Sample Factory
+training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
+not a dead loop; the child dies with the loop (SIGKILL included), and a job run again on the same run
+directory resumes its training from the newest checkpoint. A cluster backend implements `Executor.run`
+the same way (ship ``job.json``, run this module there, read ``result.json`` back) without touching the loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rlgpt import rundir
+from rlgpt.config import TrainConfig, to_dict, train_config_from_dict
+from rlgpt.llm.serve import die_with_parent
+
+JOB_JSON = "job.json"
+RESULT_JSON = "result.json"
+
+
+@dataclass
+class TrainJob:
+    """One training + evaluation."""
+
+    config: TrainConfig
+    """The training (its ``run_dir`` is where everything goes; ``steps`` counts primitive steps)."""
+    reward_code: str = ""
+    """Source of the dense reward ``def reward(game, prev)`` ("" = the task's reward only)."""
+    observation: tuple[str, ...] = ()
+    """Observation parts the policy sees (empty = all)."""
+    eval_episodes: int = 20
+    """Evaluation episodes after training."""
+    eval_episode_length: int | None = None
+    """Episode limit of the evaluation (None = the training's)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``job.json``)."""
+        return {"config": to_dict(self.config), "reward_code": self.reward_code,
+                "observation": list(self.observation), "eval_episodes": self.eval_episodes,
+                "eval_episode_length": self.eval_episode_length}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainJob:
+        """Inverse of to_dict."""
+        return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
+                   int(data["eval_episodes"]), data["eval_episode_length"])
+
+    def sf_argv(self) -> list[str]:
+        """The Sample Factory flags beyond the TrainConfig: the LLM's reward and observation."""
+        argv = []
+        if self.reward_code:
+            argv.append(f"--rlgpt_reward={self.reward_code}")
+        if self.observation:
+            argv.append(f"--rlgpt_observation={','.join(self.observation)}")
+        return argv
+
+
+@dataclass
+class JobResult:
+    """What a job produced."""
+
+    run_dir: str
+    """The training's run directory."""
+    ok: bool
+    """Training and evaluation finished."""
+    steps: int = 0
+    """Primitive steps trained."""
+    wall_time_s: float = 0.0
+    """Wall time of the job (this attempt)."""
+    eval: dict[str, Any] | None = None
+    """The evaluation (`rlgpt.rl.evaluate.EvalReport` as a dict); None when the job failed."""
+    error: str = ""
+    """Why the job failed ("" when ok)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific details (e.g. the exit status)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``result.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        """Inverse of to_dict."""
+        return cls(**data)
+
+
+class Executor(Protocol):
+    """Runs training jobs; blocking, one at a time (the loop's iterations depend on each other)."""
+
+    def run(self, job: TrainJob) -> JobResult:
+        """Run `job` to completion (resuming its run directory if it holds an earlier attempt)."""
+        ...
+
+
+class LocalExecutor:
+    """Runs each job in a child Python process on this machine."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+
+    def run(self, job: TrainJob) -> JobResult:
+        run_dir = rundir.prepare_run_dir(job.config.resolved_run_dir()).resolve()
+        job.config.run_dir = str(run_dir)
+        rundir.write_json(run_dir / JOB_JSON, job.to_dict())
+        (run_dir / RESULT_JSON).unlink(missing_ok=True)
+        t0 = time.time()
+        try:
+            proc = subprocess.run([self.python, "-m", "rlgpt.executor", str(run_dir / JOB_JSON)],
+                                  preexec_fn=die_with_parent, check=False)
+        except KeyboardInterrupt:
+            raise
+        result_path = run_dir / RESULT_JSON
+        if result_path.is_file():
+            return JobResult.from_dict(json.loads(result_path.read_text()))
+        if proc.returncode in (-signal.SIGINT, 130):
+            raise KeyboardInterrupt
+        return JobResult(str(run_dir), False, wall_time_s=time.time() - t0,
+                         error=f"training process exited with status {proc.returncode} without a result; "
+                               f"see {run_dir / 'sf_log.txt'}", extra={"returncode": proc.returncode})
+
+
+def run_job(job: TrainJob) -> JobResult:
+    """Train and evaluate in this process (what the child of `LocalExecutor` does)."""
+    from sample_factory.algo.utils.misc import ExperimentStatus
+
+    from rlgpt.macro.reward import compile_reward
+    from rlgpt.rl.evaluate import evaluate, plot_learning_curves
+    from rlgpt.rl.train import train
+
+    t0 = time.time()
+    if job.reward_code:
+        compile_reward(job.reward_code)  # a bad reward is one error here, not a crash in every worker
+    result = train(job.config, extra_sf_argv=job.sf_argv())
+    if result.status == ExperimentStatus.INTERRUPTED:
+        raise KeyboardInterrupt
+    if result.status != ExperimentStatus.SUCCESS:
+        return JobResult(str(result.run_dir), False, result.env_steps, time.time() - t0,
+                         error=f"Sample Factory status {result.status}; see {result.run_dir / 'sf_log.txt'}",
+                         extra={"status": int(result.status)})
+    plot_learning_curves(result.run_dir)
+    report = evaluate(result.run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
+                      seed=job.config.seed)
+    return JobResult(str(result.run_dir), True, result.env_steps, time.time() - t0,
+                     dataclasses.asdict(report))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlgpt.executor JOB.json``: run the job, write ``result.json`` beside it."""
+    argv = sys.argv[1:] if argv is None else argv
+    job_path = Path(argv[0])
+    job = TrainJob.from_dict(json.loads(job_path.read_text()))
+    try:
+        result = run_job(job)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # any failure of the job is a result the loop can report, not a lost run
+        import traceback
+
+        traceback.print_exc()
+        result = JobResult(str(job_path.parent), False, error=f"{type(exc).__name__}: {exc}")
+    rundir.write_json(job_path.parent / RESULT_JSON, result.to_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

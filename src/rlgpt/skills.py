@@ -1,0 +1,237 @@
+"""The skill library: trained policies (and their macros) that reached a measured success on a task,
+stored with task, success rate, steps and provenance, reused across runs and tasks, and executed in
+sequence to reach long-horizon goals.
+
+Layout of the library directory (default ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``)::
+
+    <task>/<entry id>/skill.json     task, success_rate, steps, provenance, macros
+    <task>/<entry id>/policy/        config.json + the newest checkpoint of the training (a policy skill)
+    .lock                            writers hold it (flock) while adding, so concurrent runs can share one
+
+`run_chain` plays a chain in one episode: each skill acts until its task's achievements are unlocked (its
+termination condition), then the next one takes over, on the same world.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from rlgpt import rundir
+
+SKILL_JSON = "skill.json"
+POLICY_DIR = "policy"
+
+
+def default_skills_dir() -> Path:
+    """``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``."""
+    return Path(os.environ.get("RLGPT_SKILLS_DIR") or Path.home() / ".cache" / "rlgpt" / "skills")
+
+
+@dataclass
+class Skill:
+    """One library entry."""
+
+    task: str
+    """The task it solves (a Crafter achievement or several joined with ``+``)."""
+    success_rate: float
+    """Measured evaluation success on that task."""
+    steps: int
+    """Primitive RL steps its training took."""
+    provenance: dict[str, Any]
+    """Where it came from: run directory, iteration, model id, creation time."""
+    macros: list[dict[str, str]] = field(default_factory=list)
+    """Macros of its action space (``name``, ``description``, ``code``)."""
+    path: str = ""
+    """The entry's directory (set when read from the library)."""
+    policy: str = POLICY_DIR
+    """The training run (Sample Factory config + checkpoint), relative to `path` or absolute."""
+
+    @property
+    def policy_dir(self) -> Path:
+        """The stored training run's directory."""
+        return Path(self.path) / self.policy
+
+    def describe(self) -> str:
+        """One line for the planner's prompt."""
+        macros = ", ".join(m["name"] for m in self.macros) or "primitives only"
+        return f"trained policy, success {self.success_rate:.0%} ({macros})"
+
+
+class SkillLibrary:
+    """A directory of skills; reads are lock-free (entries appear atomically), writes take a file lock."""
+
+    def __init__(self, root: str | os.PathLike | None = None) -> None:
+        self.root = Path(root) if root else default_skills_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.root / ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def add(self, task: str, success_rate: float, steps: int, provenance: dict[str, Any],
+            train_dir: str | Path, macros: Sequence[dict[str, str]] = ()) -> Skill:
+        """Store a trained policy (the run directory's config and newest checkpoint) as a skill for `task`."""
+        from rlgpt.rl.checkpoint import latest_checkpoint
+
+        checkpoint = Path(latest_checkpoint(train_dir))
+        entry_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        with self._locked():
+            staging = self.root / task / f".{entry_id}.tmp"
+            policy = staging / POLICY_DIR
+            (policy / checkpoint.parent.name).mkdir(parents=True)
+            shutil.copy2(Path(train_dir) / rundir.SF_CONFIG, policy / rundir.SF_CONFIG)
+            shutil.copy2(checkpoint, policy / checkpoint.parent.name / checkpoint.name)
+            skill = Skill(task, float(success_rate), int(steps), {**provenance, "created": time.time()},
+                          [dict(m) for m in macros])
+            rundir.write_json(staging / SKILL_JSON, asdict(skill))
+            final = self.root / task / entry_id
+            os.replace(staging, final)  # the entry appears complete or not at all
+        skill.path = str(final)
+        return skill
+
+    def entries(self, task: str | None = None) -> list[Skill]:
+        """Every complete entry (of `task`, when given)."""
+        skills = []
+        pattern = f"{task}/*/{SKILL_JSON}" if task else f"*/*/{SKILL_JSON}"
+        for path in sorted(self.root.glob(pattern)):
+            data = json.loads(path.read_text())
+            data["path"] = str(path.parent)
+            skills.append(Skill(**data))
+        return skills
+
+    def best(self, task: str, min_success: float = 0.0) -> Skill | None:
+        """The entry for `task` with the highest success (at least `min_success`), or None."""
+        good = [s for s in self.entries(task) if s.success_rate >= min_success]
+        return max(good, key=lambda s: (s.success_rate, -s.steps), default=None)
+
+    def describe(self, min_success: float = 0.0) -> dict[str, str]:
+        """Task -> one-line description of its best entry, for the planner's prompt."""
+        out = {}
+        for task in sorted({s.task for s in self.entries()}):
+            best = self.best(task, min_success)
+            if best is not None:
+                out[task] = best.describe()
+        return out
+
+
+class ChainBase(gymnasium.Wrapper):
+    """Keeps the world when a skill's wrappers reset: after the episode's first reset, ``reset`` returns the
+    current observation instead of a new world (so the next skill continues where the last one stopped)."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.started = False
+
+    def reset(self, **kwargs: Any):
+        if self.started:
+            return self.env.unwrapped._observe(), {}
+        self.started = True
+        return self.env.reset(**kwargs)
+
+
+class SkillPolicy:
+    """A stored policy: its network and its env wrappers (observation parts, macros) around a given env."""
+
+    def __init__(self, skill: Skill) -> None:
+        from sample_factory.model.actor_critic import create_actor_critic
+
+        from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
+        from rlgpt.rl.evaluate import load_sf_config
+        from rlgpt.rl.model import register_model
+
+        self.skill = skill
+        self.cfg = load_sf_config(skill.policy_dir)
+        register_model()
+        self.checkpoint = load_checkpoint(latest_checkpoint(skill.policy_dir))
+        self._create = create_actor_critic
+        self.model = None
+
+    def wrap(self, env: Any) -> Any:
+        """`env` behind this policy's wrappers (no dense reward: only the task's reward counts here)."""
+        from rlgpt.rl.sf_env import wrap_task_env
+
+        wrapped = wrap_task_env(env, self.cfg, dense_reward=False)
+        if self.model is None:
+            self.model = self._create(self.cfg, wrapped.observation_space, wrapped.action_space)
+            self.model.load_state_dict(self.checkpoint["model"])
+            self.model.eval()
+        return wrapped
+
+    def act(self, obs: dict[str, Any]) -> int:
+        """One sampled action."""
+        import torch
+        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+        from sample_factory.model.model_utils import get_rnn_size
+
+        with torch.no_grad():
+            batch = {k: torch.as_tensor(np.asarray(v))[None] for k, v in obs.items()}
+            rnn = torch.zeros(1, get_rnn_size(self.cfg))
+            out = self.model(prepare_and_normalize_obs(self.model, batch), rnn)
+        return int(out["actions"].view(-1)[0])
+
+
+def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length: int | None,
+              seed: int = 0) -> dict[str, Any]:
+    """Play `skills` in sequence on `task` for `episodes` episodes; each skill hands over once its task's
+    achievements are all unlocked. Returns success on `task`, per-achievement rates, how far the chain got
+    and the last steps before failures."""
+    from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+    from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
+
+    spec = TaskSpec.from_name(task)
+    policies = [SkillPolicy(s) for s in skills]
+    successes, stages, lengths, traces = [], [], [], []
+    unlocked_any = dict.fromkeys(ACHIEVEMENTS, 0.0)
+    for episode in range(episodes):
+        base = ChainBase(make_task_env(spec, episode_length=episode_length))
+        stage, steps, info = 0, 0, {"achievements": {}, "success": False}
+        recent: deque[str] = deque(maxlen=TRACE_STEPS)
+        ended = False
+        first = True
+        while stage < len(policies) and not ended:
+            policy = policies[stage]
+            env = policy.wrap(base)
+            obs, _ = env.reset(seed=EVAL_SEED_BASE + seed * 1000 + episode) if first else env.reset()
+            first = False
+            goals = TaskSpec.from_name(policy.skill.task).targets
+            while True:
+                action = policy.act(obs)
+                obs, _, terminated, truncated, info = env.step(action)
+                steps += int(info.get("macro_steps", 1))
+                recent.append(f"{policy.skill.task}:{action}")
+                goal_done = all(info["achievements"].get(g, 0) > 0 for g in goals)
+                stage += int(goal_done)
+                if terminated or truncated:
+                    ended = True
+                if goal_done or ended:
+                    break
+        successes.append(float(info.get("success", False)))
+        stages.append(stage)
+        lengths.append(steps)
+        for name in ACHIEVEMENTS:
+            unlocked_any[name] += float(info["achievements"].get(name, 0) > 0) / episodes
+        if not info.get("success") and len(traces) < TRACE_EPISODES:
+            traces.append(" -> ".join(recent))
+    return {"task": task, "episodes": episodes, "success_rate": float(np.mean(successes)),
+            "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(stages)),
+            "mean_episode_steps": float(np.mean(lengths)), "chain": [s.task for s in skills],
+            "traces": traces}

@@ -1,0 +1,70 @@
+"""`--mode ppo` (real training, no LLM) and `--mode code` (the model's policy code, replayed from a recorded
+reply, played with no RL) write comparable result records, and `rlgpt report` renders them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from loop_helpers import assert_error_line, cli, record, smoke_config
+
+from rlgpt.agents.fast import FastAgent
+from rlgpt.baselines import policy_subaction
+from rlgpt.llm.config import build_client
+from rlgpt.report import result_table
+from rlgpt.runner import run
+
+CHOP = """```python
+def policy(game):
+    for attempt in range(200):
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+```"""
+RECORD_FIELDS = {"task", "mode", "seed", "steps_budget", "steps_used", "success_rate", "achievement_success",
+                 "eval_episodes", "iterations", "best", "run_dir"}
+
+
+@pytest.mark.slow
+def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> None:
+    ppo_dir, code_dir = tmp_path / "ppo", tmp_path / "code"
+    ppo = run(smoke_config(ppo_dir, "mode=ppo"))
+    assert ppo["mode"] == "ppo" and ppo["steps_used"] >= ppo["steps_budget"] == 4096
+    assert (ppo_dir / "ppo" / "train" / "checkpoint_p0").is_dir()
+    assert not (ppo_dir / "llm_cache").exists()  # no LLM in the PPO baseline
+
+    cfg = smoke_config(code_dir, "mode=code")
+    fast = FastAgent(build_client(cfg.llm), cfg.agents)
+    record(cfg, fast.macro_messages(cfg.task, policy_subaction(cfg.task)), CHOP, fast._sampling(0))
+    code = run(cfg)
+    written = json.loads((code_dir / "code" / "fast.json").read_text())
+    assert "yield \"do\"" in written["source"] and written["candidates"][0]["probe"]["calls"]
+    played = json.loads((code_dir / "code" / "eval.json").read_text())
+    assert played["report"]["episodes"] == cfg.eval_episodes
+    assert played["report"]["macro_stats"]["policy"]["calls"] >= cfg.eval_episodes
+    # A macro that walks to trees and hits them collects wood in these worlds.
+    assert code["success_rate"] > 0 and code["steps_used"] == 0 and code["played_steps"] > 0
+
+    for record_ in (ppo, code):
+        assert RECORD_FIELDS <= set(record_)
+        assert set(record_["achievement_success"]) == set(ppo["achievement_success"])
+    table = result_table([ppo, code])
+    assert table.splitlines()[0] == "| task | ppo | code |"
+    assert f"| collect_wood | {ppo['success_rate']:.2f} (4," in table
+
+    proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    markdown = (tmp_path / "report" / "results.md").read_text()
+    assert "| collect_wood |" in markdown and "ppo" in markdown and "code" in markdown
+    for png in ("results.png", "iterations.png"):
+        assert (tmp_path / "report" / png).stat().st_size > 1000
+
+
+def test_report_of_a_directory_without_a_run_is_one_error_line(tmp_path: Path) -> None:
+    assert_error_line(cli("report", str(tmp_path)), "summary.json")

@@ -1,0 +1,162 @@
+"""The loop at its seams, with recorded replies served through the real client's cache (replay-only: a
+request the test did not record is an error, so these also prove which requests the loop makes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loop_helpers import (
+    SMOKE,
+    assert_error_line,
+    cli,
+    json_sampling,
+    record,
+    role_schema,
+    smoke_config,
+    write_step,
+)
+
+from rlgpt.agents.critic import Critic
+from rlgpt.agents.replies import Decomposition, SubAction
+from rlgpt.agents.slow import SlowAgent
+from rlgpt.llm.client import LLMClient
+from rlgpt.llm.config import build_client
+from rlgpt.loop import feedback_text
+from rlgpt.runner import run
+
+TASK = "collect_wood"
+FIRST = Decomposition((SubAction("find_tree", "walk to a tree", "rl", "", "needs exploring"),))
+SECOND = Decomposition((SubAction("chop_tree", "walk to a tree and collect wood", "code", "wood", "fixed"),))
+
+
+def fast_without_code(horizon: int = 200) -> dict:
+    """A fast step that kept no macro and no reward (what a run records when every candidate failed)."""
+    return {"feedback": "none", "macros": [], "reward": {"code": None, "attempts": []},
+            "setup": {"horizon": horizon, "observation": ["view", "vector"], "macros": []},
+            "reply": {"macros": [], "reward_code": "", "observation": ["view", "vector"], "horizon": horizon}}
+
+
+def evaluation(success: float) -> dict:
+    """An eval.json as the loop reads it back (keys sorted)."""
+    return json.loads(json.dumps(_evaluation(success), sort_keys=True))
+
+
+def _evaluation(success: float) -> dict:
+    report = {"task": TASK, "episodes": 4, "env_steps": 1024, "success_rate": success,
+              "achievement_success": {"collect_wood": success}, "mean_episode_steps": 200.0,
+              "mean_return": success, "deterministic": False, "macro_stats": {}, "traces": ["noop -> noop"]}
+    return {"ok": True, "error": "", "steps": 1024, "wall_time_s": 1.0, "success_rate": success,
+            "report": report, "run_dir": "x"}
+
+
+def prefill_iteration(it_dir: Path, success: float) -> None:
+    """An iteration whose fast step and training already finished (as a killed run leaves them)."""
+    write_step(it_dir / "fast.json", fast_without_code())
+    write_step(it_dir / "probes.json", [])
+    (it_dir / "reward.py").write_text("def reward(game, prev):\n    return 0.0\n")
+    write_step(it_dir / "eval.json", evaluation(success))
+
+
+def replay_client(cfg) -> LLMClient:
+    return build_client(cfg.llm)
+
+
+def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
+    cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=2", f"task={TASK}")
+    client = replay_client(cfg)
+    slow, critic = SlowAgent(client, cfg.agents), Critic(client, cfg.agents)
+    # Iteration 0: decomposed, trained, and the critic asked for a new decomposition.
+    run_dir = tmp_path / "run"
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": FIRST.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    slow_feedback = {"by": "critic", "target": "slow", "problems": ["find_tree never yields wood"],
+                     "suggestions": ["make chopping a coded sub-action"]}
+    write_step(run_dir / "iter_000" / "critic.json", slow_feedback)
+    # What the slow agent answers to the critic's feedback, and the critic's verdict on iteration 1.
+    record(cfg, slow.messages(TASK, feedback_text(slow_feedback)), SECOND.to_dict(), json_sampling(cfg),
+           role_schema("slow"))
+    prefill_iteration(run_dir / "iter_001", 0.5)
+    critic_messages = critic.messages(TASK, 2, SECOND, [], evaluation(0.5)["report"], [])
+    record(cfg, critic_messages, {"target": "done", "problems": [], "suggestions": []}, json_sampling(cfg),
+           role_schema("critic"))
+
+    summary = run(cfg)
+
+    new = json.loads((run_dir / "iter_001" / "slow.json").read_text())
+    assert new["new"] is True and "find_tree never yields wood" in new["feedback"]
+    assert new["prompt"] == slow.messages(TASK, feedback_text(slow_feedback))  # the prompt is kept
+    assert Decomposition.from_dict(new["decomposition"]) == SECOND
+    assert json.loads((run_dir / "iter_001" / "critic.json").read_text())["target"] == "done"
+    assert not (run_dir / "iter_002").exists()  # done ends the loop though an inner iteration was left
+    assert [(it["outer"], it["inner"], it["critic"]) for it in summary["iterations"]] == [(0, 0, "slow"),
+                                                                                         (1, 0, "done")]
+    assert summary["best"] == "iter_001" and summary["success_rate"] == 0.5
+    assert summary["steps_used"] == 2048 and summary["steps_budget"] == cfg.steps
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    assert summary["llm"]["llm/cache_hits"] == 2.0  # exactly the two recorded replies were asked for
+    # The finished run replays offline with the same command: every step is read, nothing is asked.
+    again = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--set", "max_outer=2", "--set",
+                "max_inner=2", "--set", "llm.replay_only=true", "--task", TASK)
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads((run_dir / "summary.json").read_text())
+    assert {**replayed, "llm": None} == {**summary, "llm": None} and replayed["llm"]["llm/cache_hits"] == 0
+
+
+def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:
+    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=3", f"task={TASK}",
+                       "success_threshold=0.75", "wandb=true")
+    client = replay_client(cfg)
+    critic = Critic(client, cfg.agents)
+    run_dir = tmp_path / "run"
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": FIRST.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.25)
+    fast_feedback = {"target": "fast", "problems": ["no reward"], "suggestions": ["reward wood"]}
+    record(cfg, critic.messages(TASK, 1, FIRST, [], evaluation(0.25)["report"], []), fast_feedback,
+           json_sampling(cfg), role_schema("critic"))
+    prefill_iteration(run_dir / "iter_001", 0.75)
+
+    summary = run(cfg)
+
+    carried = json.loads((run_dir / "iter_001" / "slow.json").read_text())
+    assert carried["new"] is False and Decomposition.from_dict(carried["decomposition"]) == FIRST
+    assert json.loads((run_dir / "iter_001" / "critic.json").read_text())["by"] == "threshold"
+    assert not (run_dir / "iter_002").exists()
+    assert [it["critic"] for it in summary["iterations"]] == ["fast", "done"]
+    # One offline W&B run for the whole `rlgpt run`, with the loop's metrics and the code as an artifact.
+    runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    logged = next(runs[0].glob("*.wandb")).read_bytes()
+    for key in (b"eval/success_rate", b"train/steps", b"llm/cache_hits", b"code-run"):
+        assert key in logged, key
+
+
+def test_a_reply_that_never_validates_is_one_error_line_and_keeps_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    cfg = smoke_config(run_dir, "llm.schema_retries=0")
+    slow = SlowAgent(replay_client(cfg), cfg.agents)
+    record(cfg, slow.messages(cfg.task), "Sure! Here is the decomposition: chop trees.", json_sampling(cfg),
+           role_schema("slow"))
+    proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir),
+               "--set", f"llm.cache_dir={run_dir / 'llm_cache'}", "--set", "llm.replay_only=true",
+               "--set", "llm.schema_retries=0")
+    assert_error_line(proc, "slow", "schema-valid")
+    assert (run_dir / "run.yaml").is_file() and len(list((run_dir / "llm_cache").glob("*/*.json"))) == 1
+    assert not (run_dir / "iter_000" / "slow.json").exists()
+
+
+def test_unreachable_server_is_one_error_line(tmp_path: Path) -> None:
+    from rlgpt.llm.serve import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    proc = cli("run", "--config", SMOKE, "--run-dir", str(tmp_path / "run"), "--llm", url,
+               "--set", "llm.max_retries=0", timeout=300)
+    assert_error_line(proc, "127.0.0.1")
+
+
+def test_bad_llm_flag_and_task_are_one_error_line(tmp_path: Path) -> None:
+    assert_error_line(cli("run", "--task", "colect_wood", "--run-dir", str(tmp_path / "a")), "collect_wood")
+    assert_error_line(cli("run", "--llm", "gpt", "--run-dir", str(tmp_path / "b")), "--llm")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

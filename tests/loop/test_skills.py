@@ -1,0 +1,82 @@
+"""The skill library (persistent, locked writes, lookup by task) and the planner path: a plan whose
+subtasks are taken from the library and played as one chain (real trained policies, real Crafter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from loop_helpers import json_sampling, record, role_schema, smoke_config
+
+from rlgpt.agents.planner import Planner
+from rlgpt.config import builtin_config_path, load_config
+from rlgpt.llm.config import build_client
+from rlgpt.rl.train import train
+from rlgpt.runner import run, uses_planner
+from rlgpt.skills import SkillLibrary, run_chain
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A real (tiny) trained policy on collect_wood."""
+    run_dir = tmp_path_factory.mktemp("skills") / "train"
+    cfg = load_config(builtin_config_path("smoke.yaml"), [f"run_dir={run_dir}", "steps=2048"])
+    assert train(cfg).status == 0
+    return run_dir
+
+
+def test_library_stores_finds_and_describes_skills(tmp_path: Path, trained: Path) -> None:
+    library = SkillLibrary(tmp_path / "lib")
+    assert library.best("collect_wood") is None and library.describe() == {}
+    weak = library.add("collect_wood", 0.1, 2048, {"run_dir": "a", "iteration": "iter_000"}, trained)
+    strong = library.add("collect_wood", 0.6, 4096, {"run_dir": "b", "iteration": "iter_001"}, trained,
+                         [{"name": "m", "description": "", "code": "def m(game):\n    yield 'noop'\n"}])
+    # A second library object on the same directory (another run) sees both entries.
+    again = SkillLibrary(tmp_path / "lib")
+    assert {s.success_rate for s in again.entries("collect_wood")} == {0.1, 0.6}
+    best = again.best("collect_wood", min_success=0.2)
+    assert best is not None and best.path == strong.path and best.provenance["iteration"] == "iter_001"
+    assert again.best("collect_wood", min_success=0.7) is None and again.best("place_table") is None
+    assert (Path(strong.path) / "policy" / "config.json").is_file()
+    assert list((Path(weak.path) / "policy").glob("checkpoint_p0/checkpoint_*.pth"))
+    assert again.describe() == {"collect_wood": "trained policy, success 60% (m)"}
+    assert not list((tmp_path / "lib").glob("*/.*.tmp"))
+
+
+def test_planner_chain_takes_skills_from_the_library(tmp_path: Path, trained: Path) -> None:
+    library = SkillLibrary(tmp_path / "lib")
+    for task in ("collect_wood", "place_table"):
+        library.add(task, 0.5, 2048, {"run_dir": str(trained), "iteration": "test"}, trained)
+    run_dir = tmp_path / "run"
+    cfg = smoke_config(run_dir, "task=place_table", "planner_min_chain=2", f"skills_dir={tmp_path / 'lib'}")
+    assert uses_planner(cfg)
+    planner = Planner(build_client(cfg.llm), cfg.agents)
+    plan = {"subtasks": [{"name": "collect_wood", "description": "get wood", "reuse_skill": "collect_wood"},
+                         {"name": "place_table", "description": "place it", "reuse_skill": "place_table"}]}
+    record(cfg, planner.messages(cfg.task, library.describe(cfg.skill_threshold)), plan, json_sampling(cfg),
+           role_schema("planner"))
+
+    summary = run(cfg)
+
+    assert json.loads((run_dir / "plan.json").read_text())["plan"] == plan
+    for i, task in enumerate(("collect_wood", "place_table")):
+        choice = json.loads((run_dir / f"sub_{i:02d}_{task}" / "skill.json").read_text())
+        assert choice["source"] == "library" and choice["skill"]["task"] == task and choice["steps"] == 0
+    chain = json.loads((run_dir / "chain.json").read_text())
+    assert chain["chain"] == ["collect_wood", "place_table"] and chain["episodes"] == cfg.eval_episodes
+    assert 0 <= chain["mean_stages_completed"] <= 2
+    assert not list(run_dir.glob("iter_*"))  # nothing was trained: both skills came from the library
+    assert summary["best"] == "chain" and summary["steps_used"] == 0 and summary["plan"] == chain["chain"]
+    assert summary["success_rate"] == chain["success_rate"]
+
+
+def test_chain_hands_over_when_a_skill_reaches_its_goal(tmp_path: Path, trained: Path) -> None:
+    library = SkillLibrary(tmp_path / "lib")
+    wood = library.add("collect_wood", 0.5, 2048, {}, trained)
+    result = run_chain([wood, wood], "collect_wood", episodes=3, episode_length=300, seed=0)
+    # The first skill's goal is the task: exactly the episodes where wood is collected end after stage 1.
+    assert result["mean_stages_completed"] == result["success_rate"] and result["episodes"] == 3
+    assert result["success_rate"] == result["achievement_success"]["collect_wood"]
