@@ -13,8 +13,8 @@ def test_defaults_files_and_nested_overrides() -> None:
                                                              "train.ppo.rollout=32", "llm.backend=http",
                                                              "max_inner=4"])
     assert cfg.task == "make_wood_pickaxe" and cfg.agents.probe_seeds == (3, 4)
-    assert cfg.train.ppo.rollout == 32 and cfg.llm.backend == "http" and cfg.iterations == 4
-    assert cfg.steps_per_iteration == cfg.steps // 4 == cfg.train.steps
+    assert cfg.train.ppo.rollout == 32 and cfg.llm.backend == "http" and cfg.iterations == cfg.max_outer * 4
+    assert cfg.steps_per_iteration == cfg.steps // cfg.iterations == cfg.train.steps
     assert load_run_config(None, ["agents.probe_seeds=1,2"]).agents.probe_seeds == (1, 2)
     assert str(RunConfig(task="a+b", mode="ppo").resolved_run_dir()) == "runs/a_b-ppo-seed0"
     assert RunConfig(mode="ppo", steps=1000).steps_per_iteration == 1000  # one training, whole budget
