@@ -130,6 +130,7 @@ class Loop:
                 decomposition = Decomposition.from_dict(slow["decomposition"])
 
                 self.progress.phase("fast", index, task)
+                self.agents.fast.on_phase = lambda phase, i=index: self.progress.phase(phase, i, task)
                 fast = step(it_dir / "fast.json", self.fast_step, it_dir, task, decomposition, fast_feedback)
                 reply = FastReply.from_dict(fast["reply"])
 

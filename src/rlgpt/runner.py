@@ -17,6 +17,8 @@ from rlgpt.loop import SUMMARY_JSON
 from rlgpt.tracking import LoopProgress
 
 RUN_YAML = "run.yaml"
+PHASES_JSONL = "phases.jsonl"
+"""One line per finished phase: task, iteration, phase and its wall time (`LoopProgress`)."""
 
 
 class AccountedClient:
@@ -80,7 +82,8 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / RUN_YAML, dataclasses.asdict(cfg))
     executor = executor or LocalExecutor()
-    progress = LoopProgress(cfg.steps, cfg.iterations if cfg.mode == "rlgpt" else 1)
+    progress = LoopProgress(cfg.steps, cfg.iterations if cfg.mode == "rlgpt" else 1,
+                            log_path=run_dir / PHASES_JSONL)
     client = None
     if cfg.mode == "ppo":
         from rlgpt.baselines import run_ppo
@@ -112,6 +115,7 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
                 summary = loop.run_loop(cfg.task, run_dir, cfg.steps)
         summary["model_id"] = client.model_id
         summary["llm"] = client.metrics()
+    progress.close()
     summary["run_dir"] = str(run_dir)
     rundir.write_json(run_dir / SUMMARY_JSON, summary)
     if cfg.wandb:

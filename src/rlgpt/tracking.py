@@ -8,6 +8,7 @@ TensorBoard and nothing logged before a SIGKILL is lost (each row is flushed as 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 import time
@@ -173,24 +174,46 @@ def log_scalars(
 class LoopProgress:
     """The `rlgpt run` status line: phase (plan/slow/fast/probe/train/critic/...), iteration and the
     primitive-step budget used so far; one line per phase change on stderr (trainings print their own
-    `ProgressLine` in between)."""
+    `ProgressLine` in between). With `log_path`, every finished phase also appends a JSON line
+    ``{"task", "iteration", "phase", "wall_s"}`` there, so a run's time per phase can be read back (a
+    resumed run appends the phases it re-runs; a step read from its file takes ~0 s)."""
 
-    def __init__(self, total_steps: int, iterations: int, stream=None):
+    def __init__(self, total_steps: int, iterations: int, stream=None,
+                 log_path: str | os.PathLike | None = None):
         self.total = total_steps
         self.iterations = iterations
         self.stream = stream or sys.stderr
+        self.log_path = log_path
         self.steps_used = 0
         self.last = ""
+        self._open: tuple[str, int, str, float] | None = None
 
     def used(self, steps: int) -> None:
         """Count a finished training's primitive steps."""
         self.steps_used += steps
 
     def phase(self, phase: str, iteration: int, task: str) -> None:
-        """Announce a phase of iteration `iteration` (0-based) of `task`."""
+        """Announce a phase of iteration `iteration` (0-based) of `task` (ends the phase before it)."""
+        self._close()
+        self._open = (task, iteration, phase, time.monotonic())
         line = (f"rlgpt run: {task} | iteration {iteration + 1}/{self.iterations} | {phase:<6} | "
                 f"budget {self.steps_used:,d}/{self.total:,d} steps")
         if line != self.last:
             self.stream.write(line + "\n")
             self.stream.flush()
             self.last = line
+
+    def close(self) -> None:
+        """End the last phase (its time goes to `log_path`)."""
+        self._close()
+
+    def _close(self) -> None:
+        if self._open is None:
+            return
+        task, iteration, phase, start = self._open
+        self._open = None
+        if self.log_path is not None:
+            record = {"task": task, "iteration": iteration, "phase": phase,
+                      "wall_s": round(time.monotonic() - start, 3)}
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps(record) + "\n")

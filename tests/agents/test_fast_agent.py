@@ -26,7 +26,10 @@ CONFIG = AgentConfig(samples=2, repair_retries=1, code_max_tokens=256, json_max_
 @pytest.mark.slow
 def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: LLMClient,
                                                                         recording: Recording) -> None:
-    choice = FastAgent(client, CONFIG).write_macro("collect_wood", CHOP)
+    agent = FastAgent(client, CONFIG)
+    phases: list[str] = []
+    agent.on_phase = phases.append
+    choice = agent.write_macro("collect_wood", CHOP)
     assert [c.index for c in choice.candidates] == [0, 1]
     # Candidate i was sampled at temperature > 0 with its own seed, so both are real model calls.
     first_calls = [r for r in recording.requests if len(r[0]) == 2]
@@ -43,6 +46,7 @@ def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: 
         for earlier in cand.code.attempts[:-1]:
             assert earlier.diagnostics  # only rejected code is repaired
     compiled = [c for c in choice.candidates if c.probe is not None]
+    assert phases == ["probe", "fast"] * len(compiled)  # the progress line shows each probe as a phase
     if compiled:
         assert choice.best is not None and choice.best.probe is not None
         assert choice.best.probe.score() == max(c.probe.score() for c in compiled)  # type: ignore[union-attr]

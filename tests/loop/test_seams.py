@@ -96,6 +96,11 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     assert summary["steps_used"] == 2048 and summary["steps_budget"] == cfg.steps
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     assert summary["llm"]["llm/cache_hits"] == 2.0  # exactly the two recorded replies were asked for
+    # Every phase's wall time, in the order the loop ran them.
+    phases = [json.loads(line) for line in (run_dir / "phases.jsonl").read_text().splitlines()]
+    assert [(p["iteration"], p["phase"]) for p in phases] == [
+        (i, ph) for i in (0, 1) for ph in ("slow", "fast", "train", "critic")]
+    assert all(p["task"] == TASK and p["wall_s"] >= 0 for p in phases)
     # The finished run replays offline with the same command: every step is read, nothing is asked.
     again = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--set", "max_outer=2", "--set",
                 "max_inner=2", "--set", "llm.replay_only=true", "--task", TASK)

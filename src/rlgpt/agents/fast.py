@@ -11,6 +11,7 @@ real Crafter and repaired the same way. Only the short setup fields go through a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +120,8 @@ class FastAgent:
         self.config = config or AgentConfig()
         self.limits = limits
         self._env: CrafterEnv | None = None
+        self.on_phase: Callable[[str], None] = lambda phase: None
+        """Called with "probe" before a candidate's probe and "fast" after it (the loop's progress line)."""
 
     @property
     def env(self) -> CrafterEnv:
@@ -158,7 +161,11 @@ class FastAgent:
                                 lambda code: self.compile_macro_code(sub.name, code),
                                 sampling=self._sampling(index), retries=self.config.repair_retries,
                                 repair_hint=MACRO_REPAIR_HINT)
-            probe = self.probe(result.compiled, sub.goal) if result.compiled is not None else None
+            probe = None
+            if result.compiled is not None:
+                self.on_phase("probe")
+                probe = self.probe(result.compiled, sub.goal)
+                self.on_phase("fast")
             choice.candidates.append(MacroCandidate(index, result, probe))
         probed = [c for c in choice.candidates if c.probe is not None]
         if probed:

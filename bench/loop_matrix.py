@@ -1,0 +1,87 @@
+"""The RL-GPT loop against its baselines: `rlgpt run` for every (task, mode, seed) at one primitive-step
+budget, one run after the other, then `rlgpt report` over all of them.
+
+Usage (from the repository root; the 1.5B model needs the ``model`` extra, which ``make run`` installs):
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/loop_matrix.py --out runs/matrix \\
+        --tasks collect_wood,place_table,make_wood_pickaxe,make_stone_pickaxe --modes rlgpt,ppo,code
+
+Resumable: a run whose ``summary.json`` exists is skipped and an unfinished one resumes (the same
+`rlgpt run` command on the same run directory), so the script can be killed and started again. Each run's
+stderr goes to ``OUT/<task>-<mode>-s<seed>.log`` with a wall-clock offset on every line (the loop's phase
+lines then give each phase's wall time), and ``OUT/matrix.jsonl`` gets one record per finished run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# The console script beside this interpreter (the venv's `rlgpt`).
+RLGPT = str(Path(sys.executable).parent / "rlgpt")
+
+
+def run_one(out: Path, task: str, mode: str, seed: int, steps: int, config: str, sets: list[str]) -> dict:
+    """One `rlgpt run` (or its resumption) with a timestamped log; returns its summary plus wall time."""
+    name = f"{task}-{mode}-s{seed}"
+    run_dir = out / name
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        return {"name": name, "skipped": True, **json.loads(summary.read_text())}
+    cmd = [RLGPT, "run", "--config", config, "--task", task, "--mode", mode,
+           "--seed", str(seed), "--steps", str(steps), "--run-dir", str(run_dir),
+           "--set", f"skills_dir={run_dir / 'skills'}"]
+    for s in sets:
+        cmd += ["--set", s]
+    start = time.monotonic()
+    with open(out / f"{name}.log", "a") as log:
+        log.write(f"# {' '.join(cmd)}\n")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(f"[{time.monotonic() - start:8.1f}s] {line}")
+            log.flush()
+        rc = proc.wait()
+    wall = time.monotonic() - start
+    record = {"name": name, "rc": rc, "wall_s": round(wall, 1)}
+    if summary.is_file():
+        record.update(json.loads(summary.read_text()))
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="runs/matrix", help="directory for the run directories and logs")
+    p.add_argument("--tasks", default="collect_wood,place_table,make_wood_pickaxe,make_stone_pickaxe")
+    p.add_argument("--modes", default="rlgpt,ppo,code")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds")
+    p.add_argument("--steps", type=int, default=1_000_000, help="primitive-step budget per run")
+    p.add_argument("--config", default="configs/run.yaml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to every run")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dirs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for task in args.tasks.split(","):
+            for mode in args.modes.split(","):
+                record = run_one(out, task, mode, seed, args.steps, args.config, args.set)
+                dirs.append(out / record["name"])
+                if not record.get("skipped"):
+                    with open(out / "matrix.jsonl", "a") as f:
+                        f.write(json.dumps(record) + "\n")
+                print(f"{record['name']}: success {record.get('success_rate')} "
+                      f"steps {record.get('steps_used')} wall {record.get('wall_s')} s", flush=True)
+    done = [str(d) for d in dirs if (d / "summary.json").is_file()]
+    if done:
+        subprocess.run([RLGPT, "report", "--out", str(out / "report"), *done],
+                       check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
