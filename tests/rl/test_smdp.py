@@ -22,6 +22,7 @@ from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
 from sample_factory.train import run_rl
 
+from rlgpt.kernels.cpu import CPU_CHOICE
 from rlgpt.rl import learner as smdp
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.model import make_encoder, register_model
@@ -165,7 +166,7 @@ def reference_advantages(rewards, dones, time_outs, values, valids, num_frames, 
 def sf_style_advantages(rewards, dones, time_outs, values, valids, num_frames, gamma, lam):
     discounts = smdp.transition_discounts(num_frames, gamma)
     rewards = rewards + smdp.time_out_bootstrap(values[:, :-1], time_outs, dones, discounts)
-    return smdp.smdp_gae_advantages(rewards, dones, values, valids, num_frames, gamma, lam)
+    return smdp.smdp_gae(rewards, dones, values, valids, num_frames, gamma, lam)[0]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -188,15 +189,21 @@ def test_smdp_gae_matches_a_float64_reference(seed):
     assert (per_decision.double() - want).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("impl", ["eager", "fused_ops", "numba"])
 @pytest.mark.parametrize("gamma, lam", [(0.99, 0.95), (0.9, 0.8), (0.997, 1.0), (0.95, 0.0)])
-def test_one_primitive_step_per_decision_is_sample_factorys_gae_bit_for_bit(gamma, lam):
+def test_one_primitive_step_per_decision_is_sample_factorys_gae(gamma, lam, impl, monkeypatch):
+    # Every CPU implementation the dispatcher can pick (`rlgpt.kernels.cpu.CPU_CHOICE`), not only today's.
+    monkeypatch.setitem(CPU_CHOICE, "gae", impl)
     g = torch.Generator().manual_seed(7)
     rewards = torch.randn(5, 33, generator=g)
     dones = torch.rand(5, 33, generator=g) < 0.1
     values = torch.randn(5, 34, generator=g)
     valids = torch.rand(5, 34, generator=g) < 0.9
-    ours = smdp.smdp_gae_advantages(rewards, dones, values, valids, torch.ones(5, 33), gamma, lam)
-    assert torch.equal(ours, gae_advantages(rewards, dones, values, valids, gamma, lam))
+    ours, returns = smdp.smdp_gae(rewards, dones, values, valids, torch.ones(5, 33), gamma, lam)
+    sf = gae_advantages(rewards, dones, values, valids, gamma, lam)
+    assert ours.dtype == sf.dtype == torch.float32 and not ours.isnan().any()
+    torch.testing.assert_close(ours, sf, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(returns, sf + valids[:, :-1] * values[:, :-1], rtol=1e-5, atol=1e-5)
     assert torch.equal(smdp.transition_discounts(torch.ones(3), gamma), torch.full((3,), gamma))
 
 

@@ -11,7 +11,7 @@ holds ``k`` of the episode's last transition). Sample Factory stores the observa
 rollout (``obs[:, t + 1]``, one extra slot at the end), so ``k_t = obs["num_frames"][:, t + 1]`` without
 touching its trajectory buffers or rollout workers; the policy's encoders never see the key
 (`rlgpt.rl.model.make_encoder`). An env without the key has ``k = 1`` everywhere, which reproduces Sample
-Factory's own GAE bit for bit.
+Factory's own GAE (to float32 rounding).
 
 `SMDPLearner` overrides `Learner._prepare_batch` (GAE and the time-out bootstrap with ``gamma^k_t``) and
 `Learner.train` (``env_steps`` grows by the exact sum of ``k`` over the batch, so ``train_for_env_steps``,
@@ -33,6 +33,8 @@ from sample_factory.utils.dicts import iterate_recursively
 from sample_factory.utils.utils import log
 from torch import Tensor
 
+from rlgpt import kernels
+
 NUM_FRAMES_KEY = "num_frames"
 """Observation key holding the primitive steps of the transition that produced the observation."""
 DECISIONS_KEY = "rlgpt_decisions"
@@ -41,54 +43,24 @@ SF_VERSION = "2.1.1"
 """The Sample Factory version whose `Learner._prepare_batch` `SMDPLearner._prepare_batch` mirrors."""
 
 
-@torch.jit.script
-def smdp_discounted_sum(x: Tensor, dones: Tensor, valids: Tensor, discounts: Tensor) -> Tensor:
-    """``out[t] = x[t] + d_t * out[t + 1] * (1 - done_t)`` backwards over time ([T, E] tensors), with a
-    per-transition discount ``d_t`` (1 on invalid steps, as in Sample Factory's scalar version)."""
-    cumulative = torch.zeros_like(x[-1])
-    discounted_sum = torch.zeros_like(x)
-    i = len(x) - 1
-    while i >= 0:
-        discount_valid = discounts[i] * valids[i] + (1 - valids[i])
-        cumulative = x[i] + discount_valid * cumulative * (1.0 - dones[i])
-        discounted_sum[i] = cumulative
-        i -= 1
-    return discounted_sum
-
-
 def transition_discounts(num_frames: Tensor, gamma: float) -> Tensor:
     """``gamma ** k`` per transition, computed in float64 and rounded once, so ``k = 1`` gives exactly the
     float32 ``gamma`` Sample Factory multiplies by."""
     return torch.pow(gamma, num_frames.double()).float()
 
 
-def smdp_gae_advantages(
-    rewards: Tensor,
-    dones: Tensor,
-    values: Tensor,
-    valids: Tensor,
-    num_frames: Tensor,
-    gamma: float,
-    lam: float,
-) -> Tensor:
-    """GAE over SMDP transitions: ``delta_t = r_t + gamma^k_t V_{t+1} - V_t`` and
-    ``A_t = delta_t + gamma^k_t lambda A_{t+1}`` ([E, T] inputs, ``values``/``valids`` [E, T + 1]).
+def smdp_gae(rewards: Tensor, dones: Tensor, values: Tensor, valids: Tensor, num_frames: Tensor,
+             gamma: float, lam: float) -> tuple[Tensor, Tensor]:
+    """``(advantages, returns)`` of GAE over SMDP transitions ([E, T] inputs, ``values``/``valids``
+    [E, T + 1]): ``delta_t = r_t + gamma^k_t V_{t+1} - V_t`` and ``A_t = delta_t + gamma^k_t lambda A_{t+1}``.
 
     ``lambda`` weights decisions (it is a trace over the policy's own steps), ``gamma`` primitive steps.
-    With ``num_frames == 1`` this is exactly `sample_factory.algo.utils.rl_utils.gae_advantages`.
+    The arithmetic is `rlgpt.kernels.gae` (a Triton kernel on CUDA, the fastest measured CPU path
+    otherwise; its reference follows Sample Factory's ``gae_advantages`` step for step, which ``k = 1``
+    reproduces to float32 rounding).
     """
-    rewards = rewards.transpose(0, 1)  # [E, T] -> [T, E]
-    dones = dones.transpose(0, 1).float()
-    values = values.transpose(0, 1)  # [E, T+1] -> [T+1, E]
-    valids = valids.transpose(0, 1).float()
-    num_frames = num_frames.transpose(0, 1)
-    assert len(rewards) == len(dones) == len(num_frames) == len(values) - 1
-
-    discounts = transition_discounts(num_frames, gamma)
-    trace = torch.pow(gamma, num_frames.double()).mul(lam).float()  # k = 1: float32(gamma * lam), as SF
-    deltas = (rewards - values[:-1]) * valids[:-1] + (1 - dones) * (discounts * values[1:] * valids[1:])
-    advantages = smdp_discounted_sum(deltas, dones, valids[:-1], trace)
-    return advantages.transpose(0, 1)
+    return kernels.gae(rewards, dones.float(), values, valids.float(), gamma, lam,
+                       discounts=transition_discounts(num_frames, gamma))
 
 
 def time_out_bootstrap(values: Tensor, time_outs: Tensor, dones: Tensor, discounts: Tensor) -> Tensor:
@@ -179,16 +151,10 @@ class SMDPLearner(Learner):
                 buff["rewards"].add_(time_out_bootstrap(values, buff["time_outs"], buff["dones"], discounts))
 
             # SMDP: GAE with gamma^k_t (V-trace is refused in __init__).
-            buff["advantages"] = smdp_gae_advantages(
-                buff["rewards"],
-                buff["dones"],
-                denormalized_values,
-                buff["valids"],
-                num_frames,
-                self.cfg.gamma,
-                self.cfg.gae_lambda,
+            buff["advantages"], buff["returns"] = smdp_gae(
+                buff["rewards"], buff["dones"], denormalized_values, buff["valids"], num_frames,
+                self.cfg.gamma, self.cfg.gae_lambda,
             )
-            buff["returns"] = buff["advantages"] + buff["valids"][:, :-1] * denormalized_values[:, :-1]
 
             for key in ["normalized_obs", "rnn_states", "values", "valids"]:
                 buff[key] = buff[key][:, :-1]
