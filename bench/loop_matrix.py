@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 # The console script beside this interpreter (the venv's `rlgpt`).
 RLGPT = str(Path(sys.executable).parent / "rlgpt")
@@ -53,6 +56,38 @@ def run_one(out: Path, task: str, mode: str, seed: int, steps: int, config: str,
     return record
 
 
+LLM_PHASES = ("slow", "fast", "probe", "critic")
+"""The phases of one LLM iteration (probes run inside the fast agent's step)."""
+
+
+def llm_seconds(phases_jsonl: Path, iteration: int = 0) -> float:
+    """Wall time of iteration `iteration`'s LLM phases, from a run's ``phases.jsonl`` (last run of each)."""
+    records = [json.loads(line) for line in phases_jsonl.read_text().splitlines()]
+    return sum(r["wall_s"] for r in records if r["iteration"] == iteration and r["phase"] in LLM_PHASES)
+
+
+def replay_iteration(run_dir: Path, scratch: Path) -> dict:
+    """Time iteration 0's LLM phases live (from the run) and replayed: a copy of the run without that
+    iteration's slow/fast/critic step files re-runs them with ``llm.replay_only`` (every reply from the
+    response cache; compile, repair and probes run again), its training read from ``eval.json``."""
+    live = llm_seconds(run_dir / "phases.jsonl")
+    copy = scratch / run_dir.name
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("checkpoint_*", "wandb"))
+    for name in ("slow.json", "fast.json", "critic.json", "summary.json"):
+        (copy / "iter_000" / name).unlink(missing_ok=True)
+    (copy / "summary.json").unlink(missing_ok=True)
+    (copy / "phases.jsonl").unlink()
+    cfg = yaml.safe_load((copy / "run.yaml").read_text())
+    cmd = [RLGPT, "run", "--config", str(copy / "run.yaml"), "--run-dir", str(copy),
+           "--set", "llm.replay_only=true", "--set", f"llm.cache_dir={copy / 'llm_cache'}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    replayed = llm_seconds(copy / "phases.jsonl") if (copy / "phases.jsonl").is_file() else None
+    return {"run": run_dir.name, "task": cfg["task"], "live_llm_s": round(live, 1),
+            "replayed_llm_s": None if replayed is None else round(replayed, 1), "rc": proc.returncode,
+            "error": proc.stderr.strip().splitlines()[-1] if proc.returncode else ""}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="runs/matrix", help="directory for the run directories and logs")
@@ -62,9 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=1_000_000, help="primitive-step budget per run")
     p.add_argument("--config", default="configs/run.yaml")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to every run")
+    p.add_argument("--replay", nargs="+", metavar="RUN_DIR",
+                   help="instead of running: time iteration 0's LLM phases live vs replayed from the cache")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.replay:
+        for run_dir in args.replay:
+            print(json.dumps(replay_iteration(Path(run_dir), out / "replays")), flush=True)
+        return 0
     dirs = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         for task in args.tasks.split(","):

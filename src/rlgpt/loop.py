@@ -75,7 +75,8 @@ def probe_from_dict(data: dict[str, Any]) -> ProbeReport:
 
     calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
                                "unlocked": tuple(c["unlocked"])}) for c in data["calls"])
-    return ProbeReport(data["macro"], data["goal"], calls, dict(data["outcomes"]))
+    return ProbeReport(data["macro"], data["goal"], calls, dict(data["outcomes"]),
+                       tuple(data.get("setup", ())))
 
 
 def fast_diagnostics(fast: dict[str, Any]) -> list[str]:

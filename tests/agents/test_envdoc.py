@@ -8,7 +8,8 @@ import crafter
 import pytest
 import ruamel.yaml
 
-from rlgpt.agents.envdoc import achievement_requirements, crafter_rules, prerequisite_chain
+from rlgpt.agents.common import describe_task
+from rlgpt.agents.envdoc import achievement_requirements, crafter_rules, prerequisite_chain, requirement_lines
 
 DATA = ruamel.yaml.YAML(typ="safe", pure=True).load(
     (pathlib.Path(crafter.__file__).parent / "data.yaml").read_text())
@@ -69,3 +70,28 @@ def test_prerequisite_chain_orders_prerequisites_first(goal: str) -> None:
 def test_prerequisite_chain_rejects_unknown_goal() -> None:
     with pytest.raises(ValueError, match="unknown achievement 'collect_gold'"):
         prerequisite_chain(["collect_gold"])
+
+
+@pytest.mark.parametrize("goal", sorted(DATA["achievements"]))
+def test_requirement_lines_number_the_chain_and_count_what_it_consumes(goal: str) -> None:
+    chain = prerequisite_chain([goal])
+    lines = requirement_lines([goal]).splitlines()
+    assert [line.split(" ", 1)[1].split(":")[0].split(" (")[0] for line in lines] == list(chain)
+    assert [line.split(".", 1)[0] for line in lines] == [str(i) for i in range(1, len(chain) + 1)]
+    # Every material a later step uses is collected earlier with its total over the whole chain.
+    used: dict[str, int] = {}
+    for achievement in chain:
+        kind, _, name = achievement.partition("_")
+        recipe = {"place": DATA["place"], "make": DATA["make"]}.get(kind, {}).get(name, {})
+        for item, n in recipe.get("uses", {}).items():
+            used[item] = used.get(item, 0) + n
+    for item, n in used.items():
+        collect = next(line for line in lines if line.split(" ", 1)[1].startswith(f"collect_{item}"))
+        assert f"({n} {item} needed in total" in collect
+
+
+def test_a_task_prompt_carries_its_requirements() -> None:
+    text = describe_task("make_wood_pickaxe")
+    # crafter's recipes: a table uses 2 wood and the pickaxe 1 more, with the table nearby.
+    assert "1. collect_wood (3 wood needed in total" in text and "3. make_wood_pickaxe: uses 1 wood" in text
+    assert "2. place_table" in describe_task("collect_coal+place_table")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.probe import Goal, probe_macro
 
 CHOP = """
@@ -49,6 +50,25 @@ def test_probe_is_deterministic_and_warmup_varies_the_start(env: CrafterEnv) -> 
     assert [c.before.pos for c in a.calls[::2]] != [c.before.pos for c in cold.calls]
     assert len(a.calls) == 4 and a.goal_rate == 1.0
     assert a.calls[1].before.inventory["wood"] == a.calls[0].after.inventory["wood"] == 1
+
+
+PLACE = """
+def place(game):
+    yield "place_table"
+"""
+
+
+def test_setup_macros_run_first_so_later_sub_actions_can_reach_their_goal(env: CrafterEnv) -> None:
+    # A table costs wood: probed on its own it can never be placed; after two chops it can.
+    alone = probe_macro(PLACE, seeds=(0, 1), goal="place_table", env=env)
+    assert alone.goal_rate == 0.0 and alone.setup == ()
+    chop = compile_macro(MacroSource("chop", CHOP))
+    after = probe_macro(PLACE, seeds=(0, 1), goal="place_table", env=env, setup=(chop, chop))
+    assert after.setup == ("chop", "chop") and "each after chop, chop" in after.summary()
+    for call in after.calls:
+        assert call.before.inventory["wood"] == 2  # what the setup left, recorded as the call's start
+    assert after.goal_rate == 1.0
+    assert json.loads(json.dumps(after.to_dict()))["setup"] == ["chop", "chop"]
 
 
 def test_failures_are_recorded_as_outcomes_with_diagnostics(env: CrafterEnv) -> None:

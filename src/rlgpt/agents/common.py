@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from rlgpt.agents.envdoc import crafter_rules
+from rlgpt.agents.envdoc import crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.macro.api import api_reference
 
@@ -20,11 +20,14 @@ def documentation() -> dict[str, str]:
 
 
 def describe_task(task: str) -> str:
-    """A task name ("collect_wood", "a+b") as an instruction."""
+    """A task name ("collect_wood", "a+b") as an instruction, followed by what it takes from the recipes
+    (`requirement_lines`: prerequisites in order, materials consumed)."""
     targets = [t.strip() for t in task.split("+") if t.strip()]
     if len(targets) == 1:
-        return f"unlock the achievement {targets[0]} (in one episode)"
-    return f"unlock all of these achievements in one episode: {', '.join(targets)}"
+        goal = f"unlock the achievement {targets[0]} (in one episode)"
+    else:
+        goal = f"unlock all of these achievements in one episode: {', '.join(targets)}"
+    return f"{goal}\nWhat it takes, from the recipes above:\n{requirement_lines(targets)}"
 
 
 def render_decomposition(decomposition: Decomposition | None) -> str:

@@ -156,3 +156,36 @@ def prerequisite_chain(goals: list[str] | tuple[str, ...]) -> tuple[str, ...]:
             raise ValueError(f"unknown achievement {goal!r}; known: {', '.join(constants.achievements)}")
         visit(goal, ())
     return tuple(order)
+
+
+def requirement_lines(goals: list[str] | tuple[str, ...]) -> str:
+    """What unlocking `goals` takes, from crafter's recipes: every prerequisite achievement in an order
+    that works, each with its recipe line, and how much of each collected material the chain consumes
+    (the inventory starts empty). The same text for any achievement: it restates the rules for the task at
+    hand, which a small model does not derive from the full rules on its own."""
+    chain = prerequisite_chain(goals)
+    consumed: dict[str, int] = {}
+    for achievement in chain:
+        kind, _, name = achievement.partition("_")
+        recipe = {"place": constants.place, "make": constants.make}.get(kind, {}).get(name, {})
+        for item, n in recipe.get("uses", {}).items():
+            consumed[item] = consumed.get(item, 0) + n
+    lines = []
+    for i, achievement in enumerate(chain, 1):
+        kind, _, name = achievement.partition("_")
+        if kind == "place" and name in constants.place:
+            line = place_line(name, constants.place[name])[2:]
+        elif kind == "make" and name in constants.make:
+            line = make_line(name, constants.make[name])[2:]
+        elif kind == "collect":
+            sources = [m for m, c in constants.collect.items() if name in c["receive"]]
+            need = ""
+            if name in consumed:
+                need = (f" ({consumed[name]} {name} needed in total: collect until the inventory holds that "
+                        f"many)")
+            line = f"{achievement}{need}: " + "; ".join(
+                f"`do` facing {collect_line(m, constants.collect[m])[2:]}" for m in sources)
+        else:
+            line = f"{achievement}: see the rules above"
+        lines.append(f"{i}. {line}")
+    return "\n".join(lines)

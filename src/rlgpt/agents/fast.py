@@ -145,15 +145,18 @@ class FastAgent:
         """The compile step of the repair loop (raises MacroCompileError)."""
         return compile_macro(MacroSource(name, code), self.limits)
 
-    def probe(self, compiled: CompiledMacro, goal: str) -> ProbeReport:
-        """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none)."""
+    def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
+        """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none), each episode
+        starting with the `setup` macros (the kept macros of the sub-actions before it)."""
         cfg = self.config
         return probe_macro(compiled, seeds=cfg.probe_seeds, calls_per_episode=cfg.probe_calls_per_episode,
                            warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps,
-                           goal=goal or None, env=self.env)
+                           goal=goal or None, env=self.env, setup=setup)
 
-    def write_macro(self, task: str, sub: SubAction, feedback: str = "none") -> MacroChoice:
-        """Sample candidates for `sub`, repair compile errors, probe those that compile, keep the best."""
+    def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
+                    setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
+        """Sample candidates for `sub`, repair compile errors, probe those that compile (after `setup`),
+        keep the best."""
         messages = self.macro_messages(task, sub, feedback)
         choice = MacroChoice(sub)
         for index in range(self.config.samples):
@@ -164,7 +167,7 @@ class FastAgent:
             probe = None
             if result.compiled is not None:
                 self.on_phase("probe")
-                probe = self.probe(result.compiled, sub.goal)
+                probe = self.probe(result.compiled, sub.goal, setup)
                 self.on_phase("fast")
             choice.candidates.append(MacroCandidate(index, result, probe))
         probed = [c for c in choice.candidates if c.probe is not None]
@@ -231,7 +234,17 @@ class FastAgent:
         its goal at least once (a good macro is not dropped because a small model left it out of a list).
         A reward that never passed its checks is left out (``reward_code == ""``) rather than trained with.
         """
-        choices = [self.write_macro(task, s, feedback) for s in decomposition.subactions if s.how == "code"]
+        choices: list[MacroChoice] = []
+        setup: tuple[CompiledMacro, ...] = ()
+        for sub in decomposition.subactions:
+            if sub.how != "code":
+                continue
+            # Each sub-action is probed where the coded ones before it leave the player (an "rl" one in
+            # between is skipped: nothing plays it before training).
+            choice = self.write_macro(task, sub, feedback, setup)
+            choices.append(choice)
+            if choice.best is not None:
+                setup = (*setup, choice.best.code.compiled)
         kept = {c.subaction.name: c for c in choices if c.source is not None}
         reward = self.write_reward(task, decomposition, feedback)
         setup = self.write_setup(task, decomposition, list(kept), feedback)

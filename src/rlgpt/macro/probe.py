@@ -116,6 +116,8 @@ class ProbeReport:
     """Every call, in order."""
     outcomes: dict[str, int] = field(default_factory=dict)
     """Count per outcome kind."""
+    setup: tuple[str, ...] = ()
+    """Macros run once each at the start of every episode before the probed calls (earlier sub-actions)."""
 
     @property
     def success_rate(self) -> float:
@@ -142,8 +144,9 @@ class ProbeReport:
         """One line: rates and outcome counts."""
         goal = "" if self.goal_rate is None else f"goal {self.goal} reached {self.goal_rate:.0%}, "
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items()))
-        return (f"macro {self.macro}: {len(self.calls)} calls, {goal}returned {self.success_rate:.0%}, "
-                f"mean {self.mean_steps:.1f} steps ({kinds})")
+        after = f" (each after {', '.join(self.setup)})" if self.setup else ""
+        return (f"macro {self.macro}: {len(self.calls)} calls{after}, {goal}returned "
+                f"{self.success_rate:.0%}, mean {self.mean_steps:.1f} steps ({kinds})")
 
     def render(self, max_calls: int = 6) -> str:
         """Summary plus up to `max_calls` call lines (failures first), bounded for prompts."""
@@ -155,12 +158,13 @@ class ProbeReport:
         """JSON-ready form, summary rates included."""
         return {"macro": self.macro, "goal": self.goal, "outcomes": dict(self.outcomes),
                 "success_rate": self.success_rate, "goal_rate": self.goal_rate, "mean_steps": self.mean_steps,
-                "calls": [asdict(c) for c in self.calls]}
+                "calls": [asdict(c) for c in self.calls], "setup": list(self.setup)}
 
 
 def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, ...] = (0, 1, 2),
                 calls_per_episode: int = 1, warmup_steps: int = 0, max_steps: int = 64,
-                goal: Goal | str | None = None, env: CrafterEnv | None = None) -> ProbeReport:
+                goal: Goal | str | None = None, env: CrafterEnv | None = None,
+                setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
     """Run `macro` `calls_per_episode` times in one episode per seed and record every call.
 
     Args:
@@ -171,6 +175,10 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
         max_steps: primitive step bound per call (as in training).
         goal: counter that should go up per call ("wood", "collect_wood", "place_table", ...).
         env: a CrafterEnv to reuse (it is reset per seed); a fresh one by default.
+        setup: macros run once each, in order, at the start of every episode (`max_steps` each), so that a
+            sub-action is probed in the state the sub-actions before it leave (a table can only be placed
+            once wood was collected). Their calls are not recorded; the calls' ``before`` state shows
+            what they achieved.
     """
     compiled = macro if isinstance(macro, CompiledMacro) else compile_macro(macro)
     goal = Goal.parse(goal) if isinstance(goal, str) else goal
@@ -182,7 +190,12 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
         game = GameAPI(env.crafter, random.Random(seed))
         moves = random.Random(seed + 10_007)
         ended = False
-        for call in range(calls_per_episode):
+        for earlier in setup:
+            result = run_macro(env, earlier, game, gamma=1.0, max_steps=max_steps)
+            if result.terminated or result.truncated:
+                ended = True
+                break
+        for call in range(0 if ended else calls_per_episode):
             for _ in range(warmup_steps):
                 _, _, terminated, truncated, _ = env.step(moves.choice(_MOVES))
                 if terminated or truncated:
@@ -207,4 +220,5 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:
                 break
-    return ProbeReport(compiled.name, None if goal is None else str(goal), tuple(calls), outcomes)
+    return ProbeReport(compiled.name, None if goal is None else str(goal), tuple(calls), outcomes,
+                       tuple(m.name for m in setup))
