@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ContextOverflowError
 from rlgpt.llm.types import Completion, Message, SamplingParams
 
-# llama.cpp's OpenMP workers busy-wait between ops by default; on a shared 2-core box that steals the CPU
-# from env workers and other processes. It must be set before the OpenMP runtime loads (first llama import).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""llama.cpp's OpenMP workers busy-wait between ops by default; on a shared 2-core box that steals the CPU
+from env workers and other processes. It must be in the environment before the OpenMP runtime loads (the
+first llama import), in this process and in every server process (`rlgpt.llm.serve.server_env`); the
+Makefile exports the same for the processes `make` starts."""
+
+
+def quiet_openmp(env: MutableMapping[str, str]) -> None:
+    """Add `OPENMP_ENV` to `env` where it does not already say otherwise."""
+    for key, value in OPENMP_ENV.items():
+        env.setdefault(key, value)
+
+
+quiet_openmp(os.environ)
 
 _OVERFLOW_MARKERS = ("exceed context window", "context window")
 

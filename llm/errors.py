@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from rlgpt.errors import ConfigError  # noqa: F401  (re-exported: the LLM layer raises it for bad llm config)
+
 
 class LLMError(RuntimeError):
     """Base class of every error the LLM layer raises."""
-
-
-class ConfigError(LLMError, ValueError):
-    """An LLM configuration value is invalid."""
 
 
 class ModelIntegrityError(LLMError):

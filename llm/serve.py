@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from rlgpt.llm.embedded import quiet_openmp
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ServerUnavailableError
 
 
@@ -76,7 +77,7 @@ def server_env(threads: int | None = None) -> dict[str, str]:
     """The environment of a server process: ours, with llama.cpp's OpenMP threads made to sleep when idle
     (on a small shared box they otherwise spin) and, when given, the OpenMP thread count."""
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    quiet_openmp(env)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     return env

@@ -17,11 +17,8 @@ from typing import Any
 
 import yaml
 
+from rlgpt.errors import ConfigError
 from rlgpt.llm.config import LLMConfig
-
-
-class ConfigError(ValueError):
-    """A configuration file or override is invalid; the message says which key and why."""
 
 
 @dataclass
