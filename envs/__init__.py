@@ -4,11 +4,9 @@ from .crafter import ACTION_NAMES, ID_NAMES, N_IDS, OBS_MODES, VECTOR_FIELDS, Cr
 from .tasks import (
     ACHIEVEMENTS,
     DEFAULT_EPISODE_LENGTH,
-    DenseReward,
     TaskEnv,
     TaskSpec,
     make_task_env,
-    task_state,
 )
 
 __all__ = [
@@ -20,9 +18,7 @@ __all__ = [
     "OBS_MODES",
     "VECTOR_FIELDS",
     "CrafterEnv",
-    "DenseReward",
     "TaskEnv",
     "TaskSpec",
     "make_task_env",
-    "task_state",
 ]
