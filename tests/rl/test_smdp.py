@@ -253,3 +253,26 @@ def test_the_policy_ignores_num_frames():
     pixels = gym.spaces.Box(0, 255, shape=(3, 64, 64), dtype=np.uint8)
     wrapped = gym.spaces.Dict({"obs": pixels, "num_frames": gym.spaces.Box(0, np.inf, (1,), np.float32)})
     assert make_encoder(sf_cfg, wrapped).obs_keys == ["obs"]
+
+
+def test_pixel_observations_build_a_policy_that_sees_the_image():
+    """Crafter's pixels are HWC; Sample Factory's conv encoder needs CHW (it used to fail to build)."""
+    from rlgpt.config import load_config
+    from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+    from rlgpt.rl.train import build_sf_config
+
+    cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32", "env.obs_mode=pixels"])
+    sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))
+    register_model()
+    env = make_crafter_env(sf_cfg.env, sf_cfg)
+    assert env.observation_space["obs"].shape == (3, 64, 64)
+    model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
+    obs, _ = env.reset(seed=0)
+    frame = env.unwrapped.render()  # the same frame, HWC
+    assert obs["obs"].shape == (3, 64, 64) and np.array_equal(obs["obs"].transpose(1, 2, 0), frame)
+    batch = {k: torch.as_tensor(np.stack([v, v])).float() for k, v in obs.items()}
+    batch["obs"][1] = 255 - batch["obs"][1]  # another image gives another value
+    with torch.no_grad():
+        out = model(model.normalize_obs(batch), torch.zeros(2, get_rnn_size(sf_cfg)), values_only=True)
+    assert out["values"].shape == (2,) and out["values"][0] != out["values"][1]
+    env.close()

@@ -183,6 +183,25 @@ class ObservationParts(gym.ObservationWrapper):
         return observation
 
 
+class ChannelsFirst(gym.ObservationWrapper):
+    """HWC image observations (Crafter's pixels) as CHW, the layout Sample Factory's conv encoders expect."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        h, w, c = space.shape
+        self.observation_space = gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1),
+                                                shape=(c, h, w), dtype=space.dtype)
+
+    def observation(self, observation):
+        return np.ascontiguousarray(observation.transpose(2, 0, 1))
+
+
+def is_hwc_image(space: gym.Space) -> bool:
+    """A 3-D Box whose last axis holds 1-4 channels (an image in HWC layout)."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.shape[-1] <= 4
+
+
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
     """Sample Factory env factory for ``crafter_<task>`` names."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
@@ -199,6 +218,8 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.E
     also used to run a trained policy on another env (`rlgpt.skills` chains skills in one episode)."""
     # getattr: configs of runs trained before these flags existed lack them.
     reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
+    if is_hwc_image(env.observation_space):
+        env = ChannelsFirst(env)
     if reward and dense_reward:
         # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
         # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
