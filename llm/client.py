@@ -146,7 +146,9 @@ class LLMClient:
         for _ in range(self.schema_retries + 1):
             completion = self.chat(role, conversation, schema=schema, sampling=sampling)
             try:
-                data = json.loads(completion.text)
+                # strict=False: raw control characters inside strings (a newline in a code suggestion) are
+                # what llama.cpp's JSON grammar lets through; the meaning is unambiguous.
+                data = json.loads(completion.text, strict=False)
             except ValueError as exc:
                 cut = " (the reply was cut off at max_tokens; answer more briefly)" \
                     if completion.finish_reason == "length" else ""

@@ -165,3 +165,17 @@ def test_bad_llm_flag_and_task_are_one_error_line(tmp_path: Path) -> None:
     assert_error_line(cli("run", "--task", "colect_wood", "--run-dir", str(tmp_path / "a")), "collect_wood")
     assert_error_line(cli("run", "--llm", "gpt", "--run-dir", str(tmp_path / "b")), "--llm")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_raw_control_characters_inside_json_strings_are_accepted(tmp_path: Path) -> None:
+    # The 1.5B's critic wrote code with literal newlines inside a JSON string (llama.cpp's grammar lets
+    # them through); a strict parser rejected all three attempts and ended a 20-minute iteration.
+    cfg = smoke_config(tmp_path / "run", f"task={TASK}")
+    critic = Critic(replay_client(cfg), cfg.agents)
+    report = evaluation(0.0)["report"]
+    text = '{"target": "fast", "problems": ["line one\nline\ttwo"], "suggestions": ["```python\nx = 1\n```"]}'
+    messages = critic.messages(TASK, 1, FIRST, [], report, [])
+    record(cfg, messages, text, json_sampling(cfg), role_schema("critic"))
+    feedback = critic.review(TASK, 1, FIRST, [], report, [])
+    assert feedback.target == "fast" and feedback.problems == ("line one\nline\ttwo",)
+    assert feedback.suggestions == ("```python\nx = 1\n```",)
