@@ -5,14 +5,15 @@
     OMP_NUM_THREADS=1 python -m bench --only env,training --json out.json
     OMP_NUM_THREADS=1 python -m bench --sample-efficiency --seeds 0,1,2 --steps 300000
 
-Rows (``--only`` takes these section names): ``env`` (env steps/s, symbolic vs the reference without
+Sections (``--only`` takes their names): ``env`` (env steps/s, symbolic vs the reference without
 rendering, pixels vs the reference with it), ``training`` (training env steps/s of rlgpt and of Sample
-Factory's defaults vs a synchronous PPO, with each tree's peak RSS), ``kernels`` (fused ops vs eager vs
-``torch.compile`` at the learner's shapes), ``macro`` (primitive steps/s through a macro vs direct),
-``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool). Every
-row names the machine it ran on. Timings are printed, never asserted; on a loaded machine only the
-same-run ratios mean something. ``--sample-efficiency`` is a separate, longer comparison: the three trainers
-over several seeds until rolling success 0.9 (`bench.training`).
+Factory's defaults vs a synchronous PPO, with each process tree's peak RSS; `bench.training`), ``kernels``
+(fused ops vs eager vs ``torch.compile`` at the learner's shapes), ``macro`` (primitive steps/s through a
+macro vs direct), ``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on
+envpool; `FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran
+on. Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
+``--sample-efficiency`` is a separate, longer comparison: the three trainers over several seeds until
+rolling success 0.9 (or the budget), reporting env steps/s and the env steps it took.
 """
 
 from __future__ import annotations
@@ -141,7 +142,11 @@ def llm_rows(quick: bool) -> list[Row]:
     models = llm_throughput.available_models(quick)
     results = {
         m: llm_throughput.measure(
-            m, threads=os.cpu_count() or 1, gen_tokens=16 if quick else 64, repeats=1 if quick else 3
+            m,
+            threads=1 if quick else os.cpu_count() or 1,
+            gen_tokens=16 if quick else 64,
+            repeats=1 if quick else 3,
+            prompt_tokens=128 if quick else None,
         )
         for m in models
     }
@@ -190,6 +195,9 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "envpool": envpool_rows,
 }
 """Section name (``--only``) -> function returning its rows (``quick`` picks the tiny budgets)."""
+FULL_ONLY = ("envpool",)
+"""Sections ``--quick`` leaves out unless ``--only`` names them (Sample Factory's start-up alone would take
+much of the quick run's time; ``tests/envs`` run Sample Factory on envpool anyway)."""
 
 
 def _num(x: float) -> str:
@@ -275,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sample_efficiency:
         sample_efficiency([int(s) for s in args.seeds.split(",")], args.steps, args.threshold, args.json)
         return 0
-    names = args.only.split(",") if args.only else list(SECTIONS)
+    names = (
+        args.only.split(",") if args.only else [n for n in SECTIONS if not args.quick or n not in FULL_ONLY]
+    )
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
