@@ -34,7 +34,6 @@ from torch import nn
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import (
-    _SEED_STRIDE,
     SF_CONSOLE_LEVEL_ENV,
     apply_console_level,
     make_crafter_env,
@@ -101,7 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
         return torch.distributions.Categorical(logits=out["action_logits"]), out["values"]
 
     # Rollout storage: [rollout, num_envs, ...].
-    obs_list = [env.reset(seed=cfg.seed * _SEED_STRIDE + i)[0] for i, env in enumerate(envs)]
+    # Env i gets seed i, offset by the run seed (`EpisodeStats`), as in Sample Factory's workers.
+    obs_list = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
     next_obs, next_done = to_tensors(obs_list), torch.zeros(num_envs)
     obs_buf = {k: torch.zeros((ppo.rollout, *v.shape), dtype=v.dtype) for k, v in next_obs.items()}
     actions = torch.zeros((ppo.rollout, num_envs), dtype=torch.long)
