@@ -29,12 +29,11 @@ sampled every 0.1 s: the whole tree's resident footprint.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -220,10 +219,6 @@ def _child_main(argv: list[str]) -> None:
     parser.add_argument("--stop-at-success", type=float, default=None)
     a = parser.parse_args(argv)
     _train_in_process(a.child, a.config, a.steps, a.seed, a.run_dir, a.set, a.stop_at_success)
-
-
-def as_json(runs: list[TrainingRun]) -> str:
-    return json.dumps([asdict(r) for r in runs], indent=1)
 
 
 if __name__ == "__main__":
