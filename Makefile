@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    create .venv, install, run the main job (rlgpt run on make_wood_pickaxe, embedded LLM)
 #   make test   create .venv, install, run the tests
+#   make bench  create .venv, install, run the benchmark suite (python -m bench: one table of ratios)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -41,7 +42,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 bench: install
-	OMP_NUM_THREADS=1 $(PY) bench/env_throughput.py
+	OMP_NUM_THREADS=1 $(PY) -m bench
 
 clean:
 	rm -rf $(VENV) train_dir

@@ -1,6 +1,8 @@
 """Env throughput: reference ``crafter.Env`` vs our ``CrafterEnv`` (symbolic and pixels), one process.
 
-Usage: ``OMP_NUM_THREADS=1 python bench/env_throughput.py [--steps N] [--seed S] [--results FILE.md]``
+The ``env`` rows of ``python -m bench`` (like for like: symbolic vs the reference with its rendering
+skipped, pixels vs the reference as it is). Alone, with the full per-variant table:
+``OMP_NUM_THREADS=1 python -m bench.env_throughput [--steps N] [--seed S] [--results FILE.md]``
 
 Each variant takes the same random actions (the variants take turns in blocks of 250 steps) and resets
 when an episode ends; steps/s counts reset time too, a second column leaves resets out to show the
@@ -28,6 +30,18 @@ import numpy as np
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 
 SECTION = "## Env throughput"
+REFERENCE = "crafter.Env (reference, renders)"
+REFERENCE_NO_RENDER = "crafter.Env (reference, render skipped)"
+SYMBOLIC = "CrafterEnv symbolic"
+PIXELS = "CrafterEnv pixels"
+
+
+class _NoRenderEnv(crafter.Env):
+    """The reference game with its per-step rendering skipped (a blank image): its cost without pixels."""
+
+    def render(self, size=None):
+        size = size or self._size
+        return np.zeros((*size, 3), np.uint8)
 
 
 @dataclass(frozen=True)
@@ -97,17 +111,19 @@ def _gym_step(env: CrafterEnv) -> Callable[[int], bool]:
 
 
 def measure(steps: int, seed: int, block: int = 250) -> list[Measurement]:
-    """Measure the three variants with the same seed and the same random action sequence.
+    """Measure the four variants with the same seed and the same random action sequence.
 
     The variants take turns in blocks of ``block`` steps so that load from other processes on a shared
     machine falls on all of them alike.
     """
     actions = np.random.default_rng(seed).integers(len(ACTION_NAMES), size=steps).tolist()
-    reference = crafter.Env(seed=seed)
-    runners = [_Runner("crafter.Env (reference, renders)", reference.reset, lambda a: reference.step(a)[2])]
-    for mode in ("symbolic", "pixels"):
+    runners = []
+    references = ((REFERENCE, crafter.Env(seed=seed)), (REFERENCE_NO_RENDER, _NoRenderEnv(seed=seed)))
+    for name, reference in references:
+        runners.append(_Runner(name, reference.reset, lambda a, env=reference: env.step(a)[2]))
+    for name, mode in ((SYMBOLIC, "symbolic"), (PIXELS, "pixels")):
         env = CrafterEnv(mode, seed=seed)
-        runners.append(_Runner(f"CrafterEnv {mode}", env.reset, _gym_step(env)))
+        runners.append(_Runner(name, env.reset, _gym_step(env)))
     for begin in range(0, steps, block):
         for runner in runners:
             runner.run(actions[begin : begin + block])
@@ -116,11 +132,11 @@ def measure(steps: int, seed: int, block: int = 250) -> list[Measurement]:
 
 def table(results: list[Measurement], steps: int, seed: int) -> str:
     """Markdown section with the results, the command and the machine."""
-    ref = results[0]
+    by_name = {r.name: r for r in results}
     lines = [
         SECTION,
         "",
-        f"Command: `OMP_NUM_THREADS=1 python bench/env_throughput.py --steps {steps} --seed {seed}`",
+        f"Command: `OMP_NUM_THREADS=1 python -m bench.env_throughput --steps {steps} --seed {seed}`",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
         f"at the end, Python {platform.python_version()}, one process.",
         "",
@@ -132,14 +148,15 @@ def table(results: list[Measurement], steps: int, seed: int) -> str:
             f"| {r.name} | {r.steps} | {r.resets} | {r.steps_per_s:.0f} | {r.steps_per_s_no_reset:.0f} "
             f"| {r.ms_per_reset:.1f} |"
         )
-    sym = results[1]
-    lines += [
-        "",
-        f"symbolic / reference: {sym.steps_per_s / ref.steps_per_s:.2f}x with resets, "
-        f"{sym.steps_per_s_no_reset / ref.steps_per_s_no_reset:.2f}x resets excluded, "
-        f"{ref.ms_per_reset / sym.ms_per_reset:.2f}x faster resets.",
-        "",
-    ]
+    lines.append("")
+    for cand, base in ((SYMBOLIC, REFERENCE_NO_RENDER), (PIXELS, REFERENCE)):
+        c, b = by_name[cand], by_name[base]
+        lines.append(
+            f"{cand} / {base}: {c.steps_per_s / b.steps_per_s:.2f}x with resets, "
+            f"{c.steps_per_s_no_reset / b.steps_per_s_no_reset:.2f}x resets excluded, "
+            f"{b.ms_per_reset / c.ms_per_reset:.2f}x faster resets."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 

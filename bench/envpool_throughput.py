@@ -1,6 +1,7 @@
 """Throughput of the RL core on envpool envs: raw envpool stepping FPS and Sample Factory APPO training FPS.
 
-Run: ``OMP_NUM_THREADS=1 python bench/envpool_throughput.py --env CartPole-v1 --train_steps 200000``.
+The ``envpool`` row of ``python -m bench``. Alone:
+``OMP_NUM_THREADS=1 python -m bench.envpool_throughput --env CartPole-v1 --train_steps 200000``.
 The training FPS is env steps / wall-clock seconds of ``run_rl`` including its start-up, so short runs
 under-report the steady-state rate.
 """
@@ -31,24 +32,31 @@ def raw_env_fps(env_id: str, num_envs: int, steps: int) -> float:
     return (steps // num_envs) * num_envs / elapsed
 
 
-def train_fps(args: argparse.Namespace) -> float:
+def train_fps(
+    env_id: str,
+    train_steps: int,
+    num_workers: int = 2,
+    num_envs_per_worker: int = 2,
+    envpool_num_envs: int = 32,
+    batch_size: int = 2048,
+) -> float:
     """Env steps per wall-clock second of a Sample Factory APPO run with batched sampling on envpool."""
     from sample_factory.train import run_rl
 
-    register_envpool_envs([args.env])
+    register_envpool_envs([env_id])
     with tempfile.TemporaryDirectory() as train_dir:
         cfg = parse_envpool_cfg(
             [
-                f"--env=envpool_{args.env}",
+                f"--env=envpool_{env_id}",
                 "--experiment=envpool_bench",
                 f"--train_dir={train_dir}",
                 "--batched_sampling=True",
-                f"--num_workers={args.num_workers}",
-                f"--num_envs_per_worker={args.num_envs_per_worker}",
-                f"--envpool_num_envs={args.envpool_num_envs}",
+                f"--num_workers={num_workers}",
+                f"--num_envs_per_worker={num_envs_per_worker}",
+                f"--envpool_num_envs={envpool_num_envs}",
                 "--rollout=32",
-                f"--batch_size={args.batch_size}",
-                f"--train_for_env_steps={args.train_steps}",
+                f"--batch_size={batch_size}",
+                f"--train_for_env_steps={train_steps}",
                 "--device=cpu",
                 "--seed=0",
                 "--save_every_sec=3600",
@@ -60,7 +68,7 @@ def train_fps(args: argparse.Namespace) -> float:
         elapsed = time.perf_counter() - start
     if status != 0:
         raise RuntimeError(f"Sample Factory exited with status {status}")
-    return args.train_steps / elapsed
+    return train_steps / elapsed
 
 
 def main() -> None:
@@ -76,7 +84,14 @@ def main() -> None:
     args = parser.parse_args()
     raw = raw_env_fps(args.env, args.envpool_num_envs, args.raw_steps)
     print(f"raw envpool {args.env} ({args.envpool_num_envs} envs): {raw:,.0f} env steps/s")
-    trained = train_fps(args)
+    trained = train_fps(
+        args.env,
+        args.train_steps,
+        args.num_workers,
+        args.num_envs_per_worker,
+        args.envpool_num_envs,
+        args.batch_size,
+    )
     print(f"SF APPO training on envpool_{args.env}: {trained:,.0f} env steps/s (incl. start-up)")
     print(f"ratio (training / raw stepping): {trained / raw:.3f}")
 

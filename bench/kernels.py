@@ -1,6 +1,7 @@
 """Fused kernels vs eager vs ``torch.compile`` at the policy's shapes, forward + backward.
 
-Run: ``OMP_NUM_THREADS=1 python bench/kernels.py [--batches 1024,2048,4096] [--no-compile]``.
+The ``kernels`` rows of ``python -m bench`` (batch 1024, ``configs/main.yaml``'s minibatch). Alone, at
+several batch sizes: ``OMP_NUM_THREADS=1 python -m bench.kernels [--batches 1024,2048,4096] [--no-compile]``.
 
 The same script runs unchanged on a GPU host and on this CPU box:
 
@@ -33,6 +34,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from sample_factory.algo.utils.rl_utils import gae_advantages
@@ -141,6 +143,97 @@ def ppo_case(batch: int, device: torch.device):
     return step
 
 
+@dataclass(frozen=True)
+class KernelTiming:
+    """One candidate of one op against the op's first candidate (its baseline), timed in the same run."""
+
+    op: str
+    """``fuse``, ``fuse+ln``, ``vector``, ``gae`` or ``ppo``."""
+    batch: int
+    """Samples per call."""
+    candidate: str
+    """Implementation timed."""
+    baseline: str
+    """The op's first candidate (eager PyTorch; Sample Factory's own for ``gae``)."""
+    seconds: float
+    """Median seconds per call of the candidate."""
+    baseline_seconds: float
+    """Median seconds per call of the baseline."""
+
+
+def candidates(
+    batch: int, device: torch.device, use_triton: bool, with_compile: bool
+) -> list[tuple[str, dict[str, Callable[[], object]]]]:
+    """Per op, a forward+backward closure per implementation; the first one is the op's baseline."""
+    cuda = device.type == "cuda"
+    if use_triton:
+        import rlgpt.kernels.triton as kernels
+    if with_compile:
+        compiled_linear = {ln: torch.compile(cpu.LinearActModule("elu", ln)) for ln in (False, True)}
+        compiled_ppo = torch.compile(cpu.PPOLossModule(0.1, 1.0, 0.5))
+
+    def comp_linear(x, w, b, act, g, beta, eps, ln):
+        return compiled_linear[ln](x, w, b, g, beta)
+
+    def comp_ppo(lp, old_lp, adv, v, old_v, tgt, valids, *_):
+        return compiled_ppo(lp, old_lp, adv, v, old_v, tgt, valids)
+
+    rows: list[tuple[str, dict[str, Callable[[], object]]]] = []
+    for op, (k, n, ln) in {
+        "fuse": (FUSE_IN, HIDDEN, False),
+        "fuse+ln": (FUSE_IN, HIDDEN, True),
+        "vector": (VECTOR_SIZE, VECTOR_DIM, False),
+    }.items():
+        step = linear_case(batch, k, n, ln, device)
+        cands = {"eager": step(reference.linear_act)}
+        if not cuda:
+            cands["fused_ops"] = step(cpu.linear_act_fused_ops)
+        if with_compile:
+            cands["compiled"] = step(comp_linear)
+        if use_triton:  # cuBLAS GEMM + fused Triton epilogue, and the GEMM in Triton too
+            cands["triton"] = step(functools.partial(kernels.linear_act, gemm="torch"))
+            cands["triton_gemm"] = step(functools.partial(kernels.linear_act, gemm="triton"))
+        rows.append((op, cands))
+    sf, gstep, gae_inputs = gae_case(batch, device)
+    cands = {"sf": sf, "eager": gstep(reference.gae)}
+    if not cuda:
+        cands["fused_ops"] = gstep(cpu.gae_fused_ops)
+        cands["numba"] = gstep(cpu.gae_numba)
+    if use_triton:
+        cands["triton"] = functools.partial(kernels.gae, *gae_inputs, 0.99, 0.95, None, True)
+    rows.append(("gae", cands))
+    pstep = ppo_case(batch, device)
+    cands = {"eager": pstep(reference.ppo_loss)}
+    if with_compile:
+        cands["compiled"] = pstep(comp_ppo)
+    if use_triton:
+        cands["triton"] = pstep(kernels.ppo_loss)
+    rows.append(("ppo", cands))
+    return rows
+
+
+def _inner(batch: int, cuda: bool, interpret: bool) -> int:
+    """Calls per timed sample: enough that one sample is not just timer noise."""
+    return 1 if interpret else max(1, (8 if cuda else 2) * 4096 // batch)
+
+
+def suite_measurements(batch: int = 1024, rounds: int = 15, compile: bool = True) -> list[KernelTiming]:
+    """Every candidate of every op at ``batch`` against the op's first candidate (``python -m bench``)."""
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    use_triton = cuda and dispatch.triton_available()
+    timings = []
+    for op, cands in candidates(batch, device, use_triton, compile):
+        if "compiled" in cands:
+            _compile_seconds(cands["compiled"], device)  # compile outside the timings
+        times = measure(cands, device, rounds, _inner(batch, cuda, False))
+        baseline, base_s = next(iter(times.items()))
+        timings += [
+            KernelTiming(op, batch, c, baseline, t, base_s) for c, t in times.items() if c != baseline
+        ]
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", default=None, help="comma-separated batch sizes (samples)")
@@ -176,53 +269,10 @@ def main() -> None:
     if not use_triton:
         why = "no CUDA device" if not cuda else "triton is not installed"
         print(f"Triton kernels: skipped ({why}); comparing the CPU candidates of rlgpt.kernels.cpu")
-    if use_triton:
-        import rlgpt.kernels.triton as kernels
-
-    compiled_linear = {ln: torch.compile(cpu.LinearActModule("elu", ln)) for ln in (False, True)}
-    compiled_ppo = torch.compile(cpu.PPOLossModule(0.1, 1.0, 0.5))
-
-    def comp_linear(x, w, b, act, g, beta, eps, ln):
-        return compiled_linear[ln](x, w, b, g, beta)
-
-    def comp_ppo(lp, old_lp, adv, v, old_v, tgt, valids, *_):
-        return compiled_ppo(lp, old_lp, adv, v, old_v, tgt, valids)
-
     print(f"{'op':<8} {'batch':>6} {'candidate':<11} {'ms/call':>9} {'speedup':>9}")
     for batch in batches:
-        inner = 1 if args.interpret else max(1, (8 if cuda else 2) * 4096 // batch)
-        rows: list[tuple[str, dict[str, Callable[[], object]]]] = []
-        for op, (k, n, ln) in {
-            "fuse": (FUSE_IN, HIDDEN, False),
-            "fuse+ln": (FUSE_IN, HIDDEN, True),
-            "vector": (VECTOR_SIZE, VECTOR_DIM, False),
-        }.items():
-            step = linear_case(batch, k, n, ln, device)
-            cands = {"eager": step(reference.linear_act)}
-            if not cuda:
-                cands["fused_ops"] = step(cpu.linear_act_fused_ops)
-            if not args.no_compile:
-                cands["compiled"] = step(comp_linear)
-            if use_triton:  # cuBLAS GEMM + fused Triton epilogue, and the GEMM in Triton too
-                cands["triton"] = step(functools.partial(kernels.linear_act, gemm="torch"))
-                cands["triton_gemm"] = step(functools.partial(kernels.linear_act, gemm="triton"))
-            rows.append((op, cands))
-        sf, gstep, gae_inputs = gae_case(batch, device)
-        cands = {"sf": sf, "eager": gstep(reference.gae)}
-        if not cuda:
-            cands["fused_ops"] = gstep(cpu.gae_fused_ops)
-            cands["numba"] = gstep(cpu.gae_numba)
-        if use_triton:
-            cands["triton"] = functools.partial(kernels.gae, *gae_inputs, 0.99, 0.95, None, True)
-        rows.append(("gae", cands))
-        pstep = ppo_case(batch, device)
-        cands = {"eager": pstep(reference.ppo_loss)}
-        if not args.no_compile:
-            cands["compiled"] = pstep(comp_ppo)
-        if use_triton:
-            cands["triton"] = pstep(kernels.ppo_loss)
-        rows.append(("ppo", cands))
-
+        inner = _inner(batch, cuda, args.interpret)
+        rows = candidates(batch, device, use_triton, not args.no_compile)
         for op, cands in rows:
             if "compiled" in cands:  # first call compiles: report it, keep it out of the timings
                 compile_ms = 1e3 * _compile_seconds(cands["compiled"], device)

@@ -1,6 +1,7 @@
 """Prompt-processing and generation tokens/s of the embedded models (llama.cpp, CPU).
 
-Usage: OMP_NUM_THREADS=1 python bench/llm_throughput.py [--models qwen2.5-coder-0.5b qwen2.5-coder-1.5b]
+The ``llm`` rows of ``python -m bench``. Alone:
+OMP_NUM_THREADS=1 python -m bench.llm_throughput [--models qwen2.5-coder-0.5b qwen2.5-coder-1.5b]
        [--threads 2] [--gen-tokens 64] [--repeats 3]
 Prompt speed: a ~480-token role prompt evaluated from an empty KV cache; generation speed: decoding
 `--gen-tokens` tokens after it. Both from llama.cpp's own per-phase timers (llama_perf_context).
@@ -16,6 +17,7 @@ import llama_cpp
 
 from rlgpt import prompts
 from rlgpt.llm.embedded import EmbeddedBackend
+from rlgpt.llm.errors import ModelPartsMissingError
 from rlgpt.llm.model_store import MODELS, QWEN_CODER_0_5B, QWEN_CODER_1_5B, ensure_model
 
 
@@ -31,8 +33,11 @@ def _run(backend: EmbeddedBackend, prompt: str, max_tokens: int) -> tuple[float,
             perf.n_p_eval, perf.n_eval)
 
 
-def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str, float]:
-    """Return load seconds, prompt tokens/s and generation tokens/s for one model."""
+def measure(
+    model: str, threads: int, gen_tokens: int, repeats: int, prompt_tokens: int | None = None
+) -> dict[str, float]:
+    """Return load seconds, prompt tokens/s and generation tokens/s for one model (``prompt_tokens``: only
+    the first that many tokens of the prompt, for a quick run)."""
     path = ensure_model(MODELS[model])
     start = time.perf_counter()
     backend = EmbeddedBackend(path, n_ctx=2048, n_threads=threads)
@@ -41,6 +46,9 @@ def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str
                               env_rules="Crafter: a 2D survival game with 17 actions.",
                               macro_api="(not shown)", feedback="none")
     prompt = "\n\n".join(m["content"] for m in messages) + "\n\nDecomposition as JSON:\n"
+    if prompt_tokens is not None:
+        tokens = backend.llama.tokenize(prompt.encode(), add_bos=False)[:prompt_tokens]
+        prompt = backend.llama.detokenize(tokens).decode(errors="ignore")
     best_prompt = best_gen = 0.0
     n_prompt = n_gen = 0
     for _ in range(repeats):
@@ -50,6 +58,19 @@ def measure(model: str, threads: int, gen_tokens: int, repeats: int) -> dict[str
     backend.close()
     return {"load_s": load_s, "prompt_tokens": n_prompt, "prompt_tps": best_prompt, "gen_tokens": n_gen,
             "gen_tps": best_gen}
+
+
+def available_models(quick: bool) -> list[str]:
+    """The models to measure: the small one (what ``make test`` installs), and unless ``quick`` also the
+    1.5B default where its parts are installed (``make run`` adds them)."""
+    models = [QWEN_CODER_0_5B.name]
+    if not quick:
+        try:
+            ensure_model(QWEN_CODER_1_5B)
+            models.append(QWEN_CODER_1_5B.name)
+        except ModelPartsMissingError:
+            pass
+    return models
 
 
 def main() -> None:

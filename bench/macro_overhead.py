@@ -1,7 +1,8 @@
 """Macro execution overhead: primitive steps/s through a compiled macro vs stepping the env directly.
 
-Run: ``OMP_NUM_THREADS=1 python bench/macro_overhead.py [--steps N] [--clock cpu]``. Prints one line per
-mode and the ratios; ``--clock cpu`` times by process CPU time instead of wall time, for a loaded machine.
+The ``macro`` rows of ``python -m bench``; alone,
+``OMP_NUM_THREADS=1 python -m bench.macro_overhead [--steps N] [--clock cpu]`` prints one line per mode and
+the ratios; ``--clock cpu`` times by process CPU time instead of wall time, for a loaded machine.
 ``direct`` steps CrafterEnv (symbolic) with a fixed action cycle; ``macro_replay`` yields the same
 cycle from a macro through `MacroActionWrapper` (pure sandbox overhead: guard hooks, generator resume, stats);
 ``macro_api`` runs a tree-seeking macro that queries the `GameAPI` (view, nearest, BFS path step) every step.
@@ -11,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.macro.runtime import MacroActionWrapper
-
-clock = time.perf_counter
-"""What the modes are timed with (``--clock cpu``: ``time.process_time``)."""
 
 CYCLE = ("move_left", "move_up", "move_right", "move_down", "do", "noop")
 
@@ -41,7 +40,7 @@ def seek(game):
 """
 
 
-def direct(steps: int, seed: int) -> float:
+def direct(steps: int, seed: int, clock: Callable[[], float] = time.perf_counter) -> float:
     """Steps/s of CrafterEnv stepped directly with the action cycle."""
     env = CrafterEnv(seed=seed)
     env.reset(seed=seed)
@@ -54,7 +53,9 @@ def direct(steps: int, seed: int) -> float:
     return steps / (clock() - start)
 
 
-def through_macro(source: str, steps: int, seed: int, max_macro_steps: int) -> float:
+def through_macro(
+    source: str, steps: int, seed: int, max_macro_steps: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Steps/s of primitive steps taken inside a macro chosen over and over."""
     env = MacroActionWrapper(CrafterEnv(seed=seed), [source], max_macro_steps=max_macro_steps, seed=seed)
     env.reset(seed=seed)
@@ -68,6 +69,17 @@ def through_macro(source: str, steps: int, seed: int, max_macro_steps: int) -> f
     return done / (clock() - start)
 
 
+def measure(
+    steps: int, seed: int, max_macro_steps: int = 64, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
+    """Primitive steps/s of the three modes (``direct`` first), timed with ``clock``."""
+    return {
+        "direct": direct(steps, seed, clock),
+        "macro_replay": through_macro(REPLAY, steps, seed, max_macro_steps, clock),
+        "macro_api": through_macro(SEEK, steps, seed, max_macro_steps, clock),
+    }
+
+
 def main() -> None:
     """Measure and print the three modes and the overhead ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,13 +90,8 @@ def main() -> None:
         "--clock", choices=("wall", "cpu"), default="wall", help="wall time or process CPU time"
     )
     args = parser.parse_args()
-    global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    rates = {
-        "direct": direct(args.steps, args.seed),
-        "macro_replay": through_macro(REPLAY, args.steps, args.seed, args.max_macro_steps),
-        "macro_api": through_macro(SEEK, args.steps, args.seed, args.max_macro_steps),
-    }
+    rates = measure(args.steps, args.seed, args.max_macro_steps, clock)
     for name, rate in rates.items():
         print(f"{name:13s} {rate:10.0f} primitive steps/s   ratio vs direct {rate / rates['direct']:.3f}")
 

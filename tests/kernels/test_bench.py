@@ -14,9 +14,9 @@ def test_kernel_bench_runs_every_row_including_triton():
     pytest.importorskip("triton", reason="triton is not installed (pip install 'rlgpt[kernels]')")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "kernels.py"), "--interpret", "--no-compile", "--batches", "32",
+        [sys.executable, "-m", "bench.kernels", "--interpret", "--no-compile", "--batches", "32",
          "--rounds", "1"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = {tuple(line.split()[:3]) for line in result.stdout.splitlines()}

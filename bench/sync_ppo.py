@@ -1,0 +1,198 @@
+"""A CleanRL-style single-file synchronous PPO on rlgpt's Crafter task env: a training-throughput baseline.
+
+What a user would write instead of rlgpt's Sample Factory setup: ``num_envs`` task envs stepped one after
+the other in this process, a rollout, GAE, a few epochs of clipped PPO, repeat. It is here only to measure
+rlgpt against (``python -m bench``); it is not part of the package.
+
+"Same task, same network, same hyperparameters": the envs are built by the factory ``rlgpt train`` gives
+Sample Factory (`rlgpt.rl.sf_env.make_crafter_env`: task env, episode statistics), the actor-critic is the
+one Sample Factory builds for ``rlgpt train`` (`rlgpt.rl.model`'s encoder, SF's linear heads), from the same
+``configs/main.yaml`` (16 envs = 2 workers x 8, rollout 64, batch 1024, 2 epochs, lr 3e-4, gamma 0.99,
+lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm 1.0). What differs is what CleanRL's ``ppo.py``
+does: advantages normalized per minibatch, no return normalization, no value clipping, no policy lag.
+
+    OMP_NUM_THREADS=1 python -m bench.sync_ppo --steps 300000 --seed 0 --run-dir /tmp/sync
+
+Writes ``RUN_DIR/metrics.csv`` (`rlgpt.tracking.MetricsLog`, a row every ``summaries_every_sec``, the same
+columns and rolling-success window as ``rlgpt train``) and prints one JSON line with the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import torch
+from sample_factory.model.actor_critic import create_actor_critic
+from torch import nn
+
+from rlgpt.config import builtin_config_path, load_config
+from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_env import (
+    SF_CONSOLE_LEVEL_ENV,
+    apply_console_level,
+    make_crafter_env,
+    register_task_env,
+)
+from rlgpt.rl.train import build_sf_config
+from rlgpt.tracking import MetricsLog
+
+SUCCESS_WINDOW = 32
+"""Episodes in the rolling success rate (``rlgpt train`` passes Sample Factory ``--stats_avg=32``)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(builtin_config_path("main.yaml")), help="rlgpt train config")
+    parser.add_argument("--task", default=None, help="Crafter task (default: the config's)")
+    parser.add_argument("--steps", type=int, default=None, help="env steps (default: the config's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-dir", required=True, help="where metrics.csv goes")
+    parser.add_argument(
+        "--stop-at-success",
+        type=float,
+        default=None,
+        help="stop at the first row whose full rolling window reaches this success rate",
+    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    return parser.parse_args(argv)
+
+
+def to_tensors(obs: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """Stack the envs' dict observations key by key into batch tensors."""
+    return {key: torch.from_numpy(np.stack([o[key] for o in obs])) for key in obs[0]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "WARNING")  # Sample Factory's info lines off the console
+    apply_console_level()
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    overrides = [f"seed={args.seed}", f"run_dir={run_dir}"]
+    overrides += [f"task={args.task}"] if args.task else []
+    overrides += [f"steps={args.steps}"] if args.steps else []
+    overrides += args.set
+    cfg = load_config(args.config, overrides)
+    ppo = cfg.ppo
+    num_envs = cfg.env.num_workers * cfg.env.num_envs_per_worker
+    minibatch = ppo.batch_size
+    batch = num_envs * ppo.rollout
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+
+    # Envs and network exactly as `rlgpt train` has Sample Factory build them.
+    env_name = register_task_env(cfg.task)
+    register_model()
+    sf_cfg = build_sf_config(cfg, run_dir, env_name)
+    envs = [make_crafter_env(env_name, sf_cfg) for _ in range(num_envs)]
+    agent = create_actor_critic(sf_cfg, envs[0].observation_space, envs[0].action_space)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=ppo.learning_rate, eps=sf_cfg.adam_eps)
+
+    def policy(obs: dict[str, torch.Tensor]) -> tuple[torch.distributions.Categorical, torch.Tensor]:
+        x, _ = agent.forward_core(agent.forward_head(agent.normalize_obs(obs)), None)
+        out = agent.forward_tail(x, values_only=False, sample_actions=False)
+        return torch.distributions.Categorical(logits=out["action_logits"]), out["values"]
+
+    # Rollout storage: [rollout, num_envs, ...].
+    # Env i gets seed i, offset by the run seed (`EpisodeStats`), as in Sample Factory's workers.
+    obs_list = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
+    next_obs, next_done = to_tensors(obs_list), torch.zeros(num_envs)
+    obs_buf = {k: torch.zeros((ppo.rollout, *v.shape), dtype=v.dtype) for k, v in next_obs.items()}
+    actions = torch.zeros((ppo.rollout, num_envs), dtype=torch.long)
+    logprobs, rewards, dones, values = (torch.zeros((ppo.rollout, num_envs)) for _ in range(4))
+
+    metrics = MetricsLog(run_dir / "metrics.csv")
+    successes: deque[float] = deque(maxlen=SUCCESS_WINDOW)
+    global_step, start = 0, time.time()
+    last_row, last_row_steps = start, 0
+    while global_step < cfg.steps:
+        # 1. Collect a rollout with the current policy.
+        for t in range(ppo.rollout):
+            for k, v in next_obs.items():
+                obs_buf[k][t] = v
+            dones[t] = next_done
+            with torch.no_grad():
+                dist, value = policy(next_obs)
+                action = dist.sample()
+            actions[t], logprobs[t], values[t] = action, dist.log_prob(action), value
+            obs_list, done_list = [], []
+            for i, env in enumerate(envs):
+                obs, reward, terminated, truncated, info = env.step(int(action[i]))
+                if terminated or truncated:
+                    successes.append(info["episode_extra_stats"]["rollout/success"])
+                    obs, _ = env.reset()
+                rewards[t, i] = float(reward)
+                obs_list.append(obs)
+                done_list.append(terminated or truncated)
+            next_obs, next_done = to_tensors(obs_list), torch.tensor(done_list, dtype=torch.float32)
+            global_step += num_envs
+
+        # 2. Generalized advantage estimation, bootstrapping from the value of the last observation.
+        with torch.no_grad():
+            _, next_value = policy(next_obs)
+            advantages = torch.zeros_like(rewards)
+            last_gae = torch.zeros(num_envs)
+            for t in reversed(range(ppo.rollout)):
+                not_done = 1.0 - (next_done if t == ppo.rollout - 1 else dones[t + 1])
+                following = next_value if t == ppo.rollout - 1 else values[t + 1]
+                delta = rewards[t] + ppo.gamma * following * not_done - values[t]
+                last_gae = delta + ppo.gamma * ppo.gae_lambda * not_done * last_gae
+                advantages[t] = last_gae
+            returns = advantages + values
+
+        # 3. Clipped PPO over shuffled minibatches, a few epochs.
+        b_obs = {k: v.reshape(batch, *v.shape[2:]) for k, v in obs_buf.items()}
+        b_actions, b_logprobs = actions.reshape(-1), logprobs.reshape(-1)
+        b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+        for _ in range(ppo.num_epochs):
+            order = torch.randperm(batch)
+            for begin in range(0, batch, minibatch):
+                idx = order[begin : begin + minibatch]
+                dist, new_value = policy({k: v[idx] for k, v in b_obs.items()})
+                ratio = (dist.log_prob(b_actions[idx]) - b_logprobs[idx]).exp()
+                adv = b_advantages[idx]
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                clipped = ratio.clamp(1 - ppo.ppo_clip_ratio, 1 + ppo.ppo_clip_ratio)
+                policy_loss = torch.max(-adv * ratio, -adv * clipped).mean()
+                value_loss = 0.5 * ((new_value - b_returns[idx]) ** 2).mean()
+                entropy = dist.entropy().mean()
+                loss = policy_loss + ppo.value_loss_coeff * value_loss - ppo.exploration_loss_coeff * entropy
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), ppo.max_grad_norm)
+                optimizer.step()
+
+        # 4. Log a metrics row every few seconds, like `rlgpt train`.
+        now = time.time()
+        if now - last_row >= cfg.summaries_every_sec or global_step >= cfg.steps:
+            success = float(np.mean(successes)) if successes else None
+            fps = (global_step - last_row_steps) / (now - last_row)
+            metrics.write(
+                env_steps=global_step,
+                decisions=global_step,
+                wall_time=round(now - start, 2),
+                fps=round(fps, 1),
+                success=success,
+            )
+            last_row, last_row_steps = now, global_step
+            full = len(successes) == SUCCESS_WINDOW
+            if args.stop_at_success is not None and full and success >= args.stop_at_success:
+                break
+    metrics.close()
+    result = dict(
+        env_steps=global_step,
+        wall_s=round(time.time() - start, 2),
+        success=float(np.mean(successes)) if successes else None,
+    )
+    print(json.dumps(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Training throughput and sample efficiency: rlgpt vs Sample Factory's defaults vs a synchronous PPO.
+
+Three trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
+length 1000), the same network (`rlgpt.rl.model`'s encoder + Sample Factory's heads), the same budget and
+seed, run one after the other, each in a fresh child process:
+
+- ``rlgpt``: `rlgpt.rl.train.train` with ``configs/main.yaml``, what
+  ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards).
+- ``sf_default``: the same trainer with every Sample Factory flag rlgpt sets put back to Sample Factory's
+  own default (workers, envs per worker, rollout, batch, epochs, learning rate, clipping, entropy, policy
+  lag, CPU affinity, ...), except what running this env and this network needs: the env and its
+  ``rlgpt_*`` flags, ``use_rnn=False`` (rlgpt's network has no RNN), ``normalize_input=False`` (the view
+  holds category ids the encoder embeds), the device, seed, budget, and the summary cadence and rolling
+  window every trainer logs with (`SF_KEEP`). (rlgpt's learner is Sample Factory's with a per-transition
+  discount, identical without macros.)
+- ``sync_ppo``: `bench.sync_ppo`, a CleanRL-style single-process synchronous PPO with ``configs/main.yaml``'s
+  hyperparameters.
+
+Each trainer writes ``metrics.csv`` (`rlgpt.tracking.MetricsLog`, a row every ``summaries_every_sec``).
+Throughput is the env steps between the first row with steps and the last row over the wall time between
+them (start-up and the first partial interval left out; the whole run's rate where there is one row).
+Peak RSS is the largest sum of proportional set sizes (PSS: resident memory, each page shared by n
+processes counted 1/n per process) over the child and all its descendants (Sample Factory's workers),
+sampled every 0.1 s: the whole tree's resident footprint.
+
+    OMP_NUM_THREADS=1 python -m bench --sample-efficiency --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from rlgpt.config import builtin_config_path
+from rlgpt.tracking import read_curve
+
+TRAINERS = ("rlgpt", "sf_default", "sync_ppo")
+"""The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
+LABELS = {
+    "rlgpt": "rlgpt train (configs/main.yaml)",
+    "sf_default": "Sample Factory defaults",
+    "sync_ppo": "sync PPO (bench/sync_ppo.py)",
+}
+SF_KEEP = {
+    "env",
+    "experiment",
+    "train_dir",
+    "device",
+    "seed",
+    "train_for_env_steps",
+    "use_rnn",
+    "normalize_input",
+    "experiment_summaries_interval",
+    "flush_summaries_interval",
+    "stats_avg",
+    "with_wandb",
+    "wandb_project",
+}
+"""Sample Factory flags of ``rlgpt train`` the ``sf_default`` trainer keeps (and every ``rlgpt_*`` flag)."""
+CONFIG = str(builtin_config_path("main.yaml"))
+
+
+@dataclass
+class TrainingRun:
+    """One trainer's run as measured from outside."""
+
+    trainer: str
+    """One of `TRAINERS`."""
+    seed: int
+    """Run seed."""
+    env_steps: int
+    """Env (primitive) steps trained."""
+    wall_s: float
+    """Wall time of the child process, start-up included."""
+    steps_per_s: float
+    """Env steps per second of training (see the module docstring)."""
+    peak_rss_mb: float
+    """Peak resident memory (PSS sum) of the child's whole process tree, MiB."""
+    reached: int | None
+    """Env steps at the first metrics row with rolling success >= the threshold (None: not reached)."""
+    final_success: float | None
+    """Rolling success of the last metrics row."""
+
+
+def sf_default_argv(config: str = CONFIG, overrides: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Flags resetting each Sample Factory flag ``rlgpt train`` sets, except `SF_KEEP`, to SF's default."""
+    from sample_factory.cfg.arguments import parse_sf_args
+
+    from rlgpt.config import load_config
+    from rlgpt.rl.train import sf_argv
+
+    cfg = load_config(config, list(overrides))
+    parser, _ = parse_sf_args(argv=["--env=x"], evaluation=False)
+    defaults = vars(parser.parse_args(["--env=x"]))
+    names = [flag[2:].split("=", 1)[0] for flag in sf_argv(cfg, Path("x"), "x")]
+    kept = [n for n in names if n in SF_KEEP or n.startswith("rlgpt_") or defaults.get(n) is None]
+    return [f"--{n}={defaults[n]}" for n in names if n not in kept] + [
+        "--use_rnn=False",
+        "--normalize_input=False",
+    ]
+
+
+def _train_in_process(
+    trainer: str,
+    config: str,
+    steps: int,
+    seed: int,
+    run_dir: Path,
+    overrides: list[str],
+    stop_at_success: float | None,
+) -> None:
+    """Child side of `run_trainer` for the two Sample Factory trainers."""
+    from rlgpt.config import load_config
+    from rlgpt.rl.train import train
+
+    cfg = load_config(config, [*overrides, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
+    extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
+    result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)
+    if result.status != 0:
+        raise SystemExit(f"{trainer}: Sample Factory exited with status {result.status}")
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:  # a worker that just exited
+            pass
+    return total
+
+
+def steady_rate(rows: list[dict[str, str]]) -> float | None:
+    """Env steps/s between the first metrics row with steps and the last one (None: fewer than two)."""
+    rows = [r for r in rows if int(r["env_steps"]) > 0]
+    if len(rows) < 2 or float(rows[-1]["wall_time"]) <= float(rows[0]["wall_time"]):
+        return None
+    steps = int(rows[-1]["env_steps"]) - int(rows[0]["env_steps"])
+    return steps / (float(rows[-1]["wall_time"]) - float(rows[0]["wall_time"]))
+
+
+def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:
+    """Env steps at the first metrics row whose rolling success is >= ``threshold``."""
+    return next(
+        (int(r["env_steps"]) for r in rows if r["success"] and float(r["success"]) >= threshold), None
+    )
+
+
+def run_trainer(
+    trainer: str,
+    steps: int,
+    seed: int,
+    *,
+    config: str = CONFIG,
+    overrides: list[str] = (),
+    stop_at_success: float | None = None,
+    threshold: float = 0.9,
+    keep_dir: Path | None = None,
+) -> TrainingRun:
+    """Train ``trainer`` in a fresh child process and measure it (throughput, peak tree RSS, success)."""
+    if trainer not in TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}; expected one of {TRAINERS}")
+    with tempfile.TemporaryDirectory(prefix=f"bench-{trainer}-") as tmp:
+        run_dir = (keep_dir or Path(tmp)) / f"{trainer}-seed{seed}"
+        module = "bench.sync_ppo" if trainer == "sync_ppo" else "bench.training"
+        argv = [sys.executable, "-m", module]
+        argv += [] if trainer == "sync_ppo" else ["--child", trainer]
+        argv += ["--config", config, "--steps", str(steps), "--seed", str(seed), "--run-dir", str(run_dir)]
+        argv += [f"--set={o}" for o in overrides]
+        argv += ["--stop-at-success", str(stop_at_success)] if stop_at_success is not None else []
+        start = time.perf_counter()
+        child = psutil.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        peak = 0
+        while child.poll() is None:
+            peak = max(peak, _tree_rss(child))
+            time.sleep(0.1)
+        wall = time.perf_counter() - start
+        stderr = child.stderr.read()
+        if child.returncode != 0:
+            raise RuntimeError(f"{trainer} exited with {child.returncode}:\n{stderr[-3000:]}")
+        rows = read_curve(run_dir / "metrics.csv")
+    if not rows:
+        raise RuntimeError(f"{trainer} wrote no metrics rows")
+    env_steps = int(rows[-1]["env_steps"])
+    last = rows[-1]["success"]
+    return TrainingRun(
+        trainer=trainer,
+        seed=seed,
+        env_steps=env_steps,
+        wall_s=round(wall, 2),
+        steps_per_s=steady_rate(rows) or env_steps / float(rows[-1]["wall_time"]),
+        peak_rss_mb=round(peak / 2**20, 1),
+        reached=steps_to_threshold(rows, threshold),
+        final_success=float(last) if last else None,
+    )
+
+
+def _child_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child", choices=("rlgpt", "sf_default"), required=True)
+    parser.add_argument("--config", default=CONFIG)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--stop-at-success", type=float, default=None)
+    a = parser.parse_args(argv)
+    _train_in_process(a.child, a.config, a.steps, a.seed, a.run_dir, a.set, a.stop_at_success)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
