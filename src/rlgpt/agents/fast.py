@@ -24,7 +24,7 @@ from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
-from rlgpt.macro.diagnostics import MacroCompileError
+from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
 from rlgpt.macro.sandbox import MacroLimits
@@ -38,6 +38,8 @@ MACRO_REPAIR_HINT = ("Remember: an action is a string you yield (for example `yi
 REWARD_REPAIR_HINT = ("Remember: reward(game, prev) returns a number, never yields, uses only the members "
                       "in the API reference, and cannot import anything.")
 """Sent after the reward's diagnostics."""
+REWARD_MIN_STEADY = 5
+"""Dry-run steps without any count change needed before a reward paid on most of them is rejected."""
 
 
 @dataclass
@@ -187,13 +189,30 @@ class FastAgent:
             env = DenseRewardWrapper(self.env, compiled, seed=self.config.seed)
             env.reset(seed=self.config.seed)
             moves = random.Random(self.config.seed)
+            steady = paid = 0  # steps where no counter changed, and those of them the reward paid on
             for _ in range(steps):
-                _, _, terminated, truncated, _ = env.step(moves.randrange(len(ACTION_NAMES)))
+                before = self._counters()
+                _, _, terminated, truncated, info = env.step(moves.randrange(len(ACTION_NAMES)))
                 if env.diagnostics:
                     raise MacroCompileError(REWARD_ENTRY, (env.diagnostics[0],))
+                if self._counters() == before:
+                    steady += 1
+                    paid += info["dense_reward"] != 0.0
                 if terminated or truncated:
                     break
+            if steady >= REWARD_MIN_STEADY and paid * 2 > steady:
+                # A level ("10 while wood >= 3, else -1") is paid for sitting in a state: PPO learns to stay
+                # there (or to end episodes early) instead of finishing the task. Seen with the 1.5B.
+                raise MacroCompileError(REWARD_ENTRY, (Diagnostic(
+                    "reward_level", f"the reward was nonzero on {paid} of {steady} dry-run steps where no "
+                    f"inventory or achievement count changed; return a value only when something changed "
+                    f"(game minus prev), 0 otherwise"),))
         return compiled
+
+    def _counters(self) -> tuple[tuple[str, int], ...]:
+        """Inventory and achievement counts of the dry-run env's player, comparable across steps."""
+        player = self.env.crafter._player
+        return (*sorted(player.inventory.items()), *sorted(player.achievements.items()))
 
     def write_reward(self, task: str, decomposition: Decomposition | None,
                      feedback: str = "none") -> CodeResult:

@@ -20,8 +20,10 @@ COMPILE_KINDS: tuple[str, ...] = (
     "forbidden_attribute",
     "mutation",
     "signature",
+    "reward_level",
 )
-"""Kinds of compile-time rejections."""
+"""Kinds of compile-time rejections (``reward_level``: a dense reward's dry run found it paid on steps where
+nothing changed, i.e. a level rather than a change; see `rlgpt.agents.fast.FastAgent.check_reward`)."""
 
 RUNTIME_FAILURE_KINDS: tuple[str, ...] = (
     "max_steps",
