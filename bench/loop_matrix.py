@@ -88,6 +88,27 @@ def replay_iteration(run_dir: Path, scratch: Path) -> dict:
             "error": proc.stderr.strip().splitlines()[-1] if proc.returncode else ""}
 
 
+def macro_shares(run_dirs: list[Path]) -> dict:
+    """Fast-agent macro candidates over every iteration of `run_dirs` (``iter_*/fast.json``, also inside
+    planner subtasks): how many compiled at the first try, after repair, and reached their sub-goal in
+    probes (on at least one / on every probed call). Replayed replies count once per iteration asked."""
+    total = first = repaired = some = every = 0
+    for run_dir in run_dirs:
+        for fast in sorted(run_dir.glob("**/iter_*/fast.json")):
+            for choice in json.loads(fast.read_text())["macros"]:
+                for cand in choice["candidates"]:
+                    total += 1
+                    if cand["code"] is None:
+                        continue
+                    first += bool(cand["first_try"])
+                    repaired += not cand["first_try"]
+                    rate = (cand["probe"] or {}).get("goal_rate") or 0.0
+                    some += rate > 0
+                    every += rate == 1.0
+    return {"candidates": total, "compiled_first_try": first, "compiled_after_repair": first + repaired,
+            "goal_in_some_probe": some, "goal_in_every_probe": every}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="runs/matrix", help="directory for the run directories and logs")
@@ -99,9 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to every run")
     p.add_argument("--replay", nargs="+", metavar="RUN_DIR",
                    help="instead of running: time iteration 0's LLM phases live vs replayed from the cache")
+    p.add_argument("--shares", nargs="+", metavar="RUN_DIR",
+                   help="instead of running: compile / repair / probe shares of the fast agent's macros")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.shares:
+        print(json.dumps(macro_shares([Path(d) for d in args.shares])))
+        return 0
     if args.replay:
         for run_dir in args.replay:
             print(json.dumps(replay_iteration(Path(run_dir), out / "replays")), flush=True)
