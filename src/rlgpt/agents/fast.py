@@ -23,6 +23,7 @@ from rlgpt.config import AgentConfig
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import SamplingParams
+from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
@@ -112,6 +113,11 @@ def goal_text(sub: SubAction) -> str:
     return f"the {kind} count of {sub.goal!r} goes up by at least 1 (then return)"
 
 
+def counters(game: GameAPI) -> tuple[tuple[str, int], ...]:
+    """Inventory and achievement counts of `game`'s player, comparable across steps."""
+    return (*sorted(game.inventory.items()), *sorted(game.achievements.items()))
+
+
 class FastAgent:
     """Writes, repairs, probes and selects macro code; writes the dense reward and the RL setup."""
 
@@ -191,11 +197,11 @@ class FastAgent:
             moves = random.Random(self.config.seed)
             steady = paid = 0  # steps where no counter changed, and those of them the reward paid on
             for _ in range(steps):
-                before = self._counters()
+                before = counters(env.game)
                 _, _, terminated, truncated, info = env.step(moves.randrange(len(ACTION_NAMES)))
                 if env.diagnostics:
                     raise MacroCompileError(REWARD_ENTRY, (env.diagnostics[0],))
-                if self._counters() == before:
+                if counters(env.game) == before:
                     steady += 1
                     paid += info["dense_reward"] != 0.0
                 if terminated or truncated:
@@ -209,10 +215,6 @@ class FastAgent:
                     f"(game minus prev), 0 otherwise"),))
         return compiled
 
-    def _counters(self) -> tuple[tuple[str, int], ...]:
-        """Inventory and achievement counts of the dry-run env's player, comparable across steps."""
-        player = self.env.crafter._player
-        return (*sorted(player.inventory.items()), *sorted(player.achievements.items()))
 
     def write_reward(self, task: str, decomposition: Decomposition | None,
                      feedback: str = "none") -> CodeResult:
