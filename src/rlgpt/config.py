@@ -110,6 +110,11 @@ class TrainConfig:
     summaries_every_sec: int = 5
     """Period of the ``train/``, ``rollout/`` and ``macro/`` scalars (TensorBoard, W&B, metrics.csv); the
     end of training always writes a last point."""
+    stop_grace_sec: int = 45
+    """After a worker process dies, how long the run may take to stop the normal way (a last checkpoint,
+    every process told to stop) before its remaining processes are killed and it ends with the error. A
+    process killed while it held one of Sample Factory's shared queue locks leaves that queue locked for
+    good, and whoever touches it next (the trainer included) waits forever."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
     wandb: bool = False
@@ -240,6 +245,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
+        (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
     ]
     for ok, message in checks:

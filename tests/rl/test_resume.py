@@ -239,15 +239,49 @@ def test_env_worker_dying_between_macros_says_no_macro_was_running(tmp_path):
     assert read_metrics(run_dir / "metrics.csv")
 
 
+def learner_pid(run_dir: Path, workers: list[psutil.Process]) -> int:
+    """The learner process: only the learner saves checkpoints, and the log tags each line with its pid."""
+    savers = re.findall(r"\]\[0*(\d+)\] Saving \S+checkpoint_", (run_dir / "sf_log.txt").read_text())
+    learner = int(savers[-1])
+    assert learner in {w.pid for w in workers}
+    return learner
+
+
+def test_a_stop_that_never_completes_after_a_death_still_ends_the_run(tmp_path):
+    """A component that never answers the stop cannot keep a run with a dead worker alive: here the learner
+    is SIGSTOPped; in the wild, a process blocks for good on a queue lock that the killed worker held."""
+    run_dir = tmp_path / "run"
+    argv = macro_command(run_dir) + ["--set", "stop_grace_sec=3"]
+    run, workers = start_and_wait_for_a_checkpoint(run_dir, argv)
+    try:
+        learner = learner_pid(run_dir, workers)
+        pid, marker = env_worker(run, run_dir)
+        psutil.Process(learner).suspend()
+        worker = psutil.Process(pid)
+        worker.suspend()  # stopped first, so that the marker read says what it was doing when it died
+        while worker.status() != psutil.STATUS_STOPPED:
+            time.sleep(0.001)
+        macro = read_marker(marker)
+        worker.kill()
+        code = run.wait(timeout=180)
+    finally:
+        run.kill_all()
+    assert code == 1, run.stderr()[-3000:]
+    what = f"while running macro {macro!r}" if macro else "while no macro was running"
+    assert run.stderr().strip().splitlines()[-1] == (
+        f"rlgpt: error: env worker {pid} (rollout_proc0) died (SIGKILL) {what}; checkpoints and metrics "
+        f"kept in {run_dir.resolve()}, re-run the same command to resume"
+    )
+    assert_no_process_left(workers)
+    assert not (run_dir / ".workers").exists(), "markers of the dead run were left behind"
+
+
 def test_learner_dying_ends_the_run_with_one_line(tmp_path):
     """Sample Factory alone waits forever for a dead learner's batcher (a thread of that process)."""
     run_dir = tmp_path / "run"
     run, workers = start_and_wait_for_a_checkpoint(run_dir)
     try:
-        # Only the learner saves checkpoints, and the log tags each line with its process id.
-        savers = re.findall(r"\]\[0*(\d+)\] Saving \S+checkpoint_", (run_dir / "sf_log.txt").read_text())
-        learner = int(savers[-1])
-        assert learner in {w.pid for w in workers}
+        learner = learner_pid(run_dir, workers)
         saved = saved_env_steps(run_dir)
         os.kill(learner, signal.SIGKILL)
         code = run.wait(timeout=180)

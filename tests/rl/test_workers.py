@@ -236,3 +236,54 @@ def test_a_sf_child_whose_trainer_is_gone_exits_at_import(trainer_alive):
         assert child.returncode == 0 and "alive" in child.stdout, child.stderr[-2000:]
     else:
         assert child.returncode == 1 and "alive" not in child.stdout, child.stderr[-2000:]
+
+
+STUCK_TRAINER = textwrap.dedent(
+    """
+    import multiprocessing, os, signal, sys, threading, time
+    from rlgpt.rl.workers import StopDeadline
+
+    if __name__ == "__main__":
+        ctx = multiprocessing.get_context("spawn")
+        worker = ctx.Process(target=time.sleep, args=(3600,), name="rollout_proc0")
+        learner = ctx.Process(target=time.sleep, args=(3600,), name="learner_proc0")
+        worker.start(); learner.start()
+        print(worker.pid, learner.pid, flush=True)
+        StopDeadline(lambda: [learner, worker], sys.argv[1], grace_s=float(sys.argv[2]), poll_s=0.05).start()
+        os.kill(worker.pid, signal.SIGKILL)
+        # The trainer's main thread waits forever in C with the GIL released, as it does on a queue lock
+        # that a killed Sample Factory process held.
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
+    """
+)
+
+
+def test_stop_deadline_ends_a_trainer_stuck_after_a_death(tmp_path):
+    import psutil
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_TRAINER, str(tmp_path), "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    worker, learner = (int(pid) for pid in out.split())
+    assert proc.returncode == 1, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        f"rlgpt: error: env worker {worker} (rollout_proc0) died (SIGKILL); checkpoints and metrics kept in "
+        f"{tmp_path}, re-run the same command to resume"
+    )
+    # The live child was killed too (it is the deadline's, not the trainer's, last act).
+    assert not psutil.pid_exists(learner) or psutil.Process(learner).status() == psutil.STATUS_ZOMBIE
+
+
+def test_stop_grace_config_knob():
+    assert load_config(None, []).stop_grace_sec == 45
+    with pytest.raises(ConfigError, match="stop_grace_sec"):
+        load_config(None, ["stop_grace_sec=0"])

@@ -29,7 +29,7 @@ from rlgpt.rl.sf_env import (
     apply_console_level,
     register_task_env,
 )
-from rlgpt.rl.workers import WorkerDiedError, WorkerWatch, clear_markers
+from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -217,7 +217,14 @@ def train(
         status = runner.init()
         if status == 0:
             watch = WorkerWatch(runner, run_dir)
-            status = runner.run()
+            deadline = StopDeadline(watch.processes, run_dir, cfg.stop_grace_sec,
+                                    recorded_death=lambda: watch.death, stopping=lambda: runner.stopped,
+                                    before_exit=progress.close)
+            deadline.start()
+            try:
+                status = runner.run()
+            finally:
+                deadline.finish()
             if watch.death is not None:
                 raise WorkerDiedError(watch.death.describe(run_dir))
             # SF writes summaries periodically but not when training ends; the last point is written here.

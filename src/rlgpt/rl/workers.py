@@ -17,6 +17,13 @@ Three layers, each cheap enough to be always on:
   notice: with its only env worker SIGKILLed, training stalls at 0 FPS while the learner keeps re-saving
   the same checkpoint (its heartbeat check stops a run only once every component of a kind has been silent
   for ``heartbeat_reporting_interval``, 600 s here), and with its learner dead even a clean stop hangs.
+- **Stop deadline** (:class:`StopDeadline`): a thread of the trainer that bounds that stop. Sample Factory's
+  processes talk through faster-fifo queues guarded by process-shared mutexes that are not robust: a process
+  killed while it holds one (mid-``put`` or mid-``get``) leaves that queue locked for good, and the next
+  process to touch it, the trainer's own event loop included, blocks forever in C. If the run has not
+  stopped ``stop_grace_sec`` after a death, the thread kills the remaining children, prints the same error
+  line and ends the process with status 1; checkpoints already written and metrics.csv rows (flushed as
+  written) are kept, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ import resource
 import shutil
 import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,9 +262,31 @@ class WorkerWatch(EventLoopObject):
             from sample_factory.utils.utils import log
 
             log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
+            self._stop_sending_to(proc)
             self.runner._stop_training(failed=True)
             self._release_batchers_of(proc)
             return
+
+    def _stop_sending_to(self, proc: Any) -> None:
+        """Drop the trainer's routes into the dead process's event-loop queue.
+
+        Stopping the run emits ``stop`` to every component, the dead one included; if the process died while
+        it held its own queue's lock (it reads that queue all the time), that one write would block the
+        trainer forever. Nobody reads the queue any more, so nothing is lost by not writing to it.
+        """
+        dead_queue = getattr(getattr(proc, "event_loop", None), "signal_queue", None)
+        if dead_queue is None:
+            return
+        for obj in list(self.runner.event_loop.objects.values()):
+            queues = getattr(obj, "receiver_queues", {})
+            dead_ids = {rid for rid, q in queues.items() if q is dead_queue}
+            if dead_ids:
+                for receivers in obj.send_signals_to.values():
+                    receivers.difference_update(dead_ids)
+
+    def processes(self) -> list[Any]:
+        """The Sample Factory child processes watched (learner, inference and rollout workers)."""
+        return self._processes()
 
     def _release_batchers_of(self, proc: Any) -> None:
         """Count a dead learner's batcher as stopped.
@@ -266,6 +298,80 @@ class WorkerWatch(EventLoopObject):
             batcher = self.runner.batchers.get(policy_id)
             if learner.event_loop.process is proc and batcher in self.runner.components_to_stop:
                 self.runner._component_stopped(batcher.object_id, {})
+
+
+class StopDeadline(threading.Thread):
+    """Ends the trainer process if a run with a dead child has not stopped ``grace_s`` seconds after it died.
+
+    A daemon thread, so that it runs while the main thread is blocked in C on a queue lock a dead process
+    left held (faster-fifo releases the GIL there). It is armed by the death `WorkerWatch` recorded
+    (``recorded_death``), or by a child it sees dead itself while the run is not stopping (a trainer whose own
+    event loop is stuck never runs the watch); :meth:`finish` disarms it once Sample Factory's run loop
+    returns. When it fires it kills every child still alive, calls ``before_exit`` (closes the progress
+    line), clears the workers' markers, writes ``rlgpt: error: <what died>`` to stderr and exits with status
+    1, as the CLI would have.
+    """
+
+    def __init__(
+        self,
+        processes: Callable[[], list[Any]],
+        run_dir: str | os.PathLike,
+        grace_s: float,
+        recorded_death: Callable[[], WorkerDeath | None] = lambda: None,
+        stopping: Callable[[], bool] = lambda: False,
+        before_exit: Callable[[], None] | None = None,
+        poll_s: float = 0.25,
+    ) -> None:
+        super().__init__(name="rlgpt-stop-deadline", daemon=True)
+        self.processes = processes
+        self.run_dir = Path(run_dir)
+        self.grace_s = float(grace_s)
+        self.recorded_death = recorded_death
+        self.stopping = stopping
+        self.before_exit = before_exit
+        self.poll_s = poll_s
+        self._finished = threading.Event()
+        self.death: WorkerDeath | None = None
+
+    def finish(self) -> None:
+        """The run loop returned: nothing left to guard."""
+        self._finished.set()
+
+    def _first_dead(self) -> WorkerDeath | None:
+        for proc in self.processes():
+            exitcode = proc.exitcode
+            if exitcode is not None:
+                macro = read_marker(markers_dir(self.run_dir) / str(proc.pid))
+                return WorkerDeath(proc.name, proc.pid, exitcode, macro)
+        return None
+
+    def run(self) -> None:
+        armed_at = None
+        while not self._finished.wait(self.poll_s):
+            if armed_at is None:
+                death = self.recorded_death()
+                if death is None and not self.stopping():
+                    death = self._first_dead()
+                if death is not None:
+                    self.death, armed_at = death, time.monotonic()
+            elif time.monotonic() - armed_at >= self.grace_s:
+                self._abandon()
+
+    def _abandon(self) -> None:
+        for proc in self.processes():
+            if proc.exitcode is None:
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            if self.before_exit is not None:
+                self.before_exit()
+            clear_markers(self.run_dir)
+        finally:
+            assert self.death is not None
+            os.write(2, f"rlgpt: error: {self.death.describe(self.run_dir)}\n".encode())
+            os._exit(1)
 
 
 # -- the hook in the env factory ---------------------------------------------------------------------------
