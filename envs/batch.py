@@ -1,0 +1,125 @@
+"""N Crafter games stepped together: the interface trainers use for symbolic-observation training, and its
+reference implementation over `CrafterEnv`.
+
+A batch owns ``num_envs`` games and steps them all with one call. It knows nothing of tasks, rewards
+other than crafter's, or episode limits: the caller decides which games are over (a task reached, the player
+died, a step limit) and resets exactly those with :meth:`CrafterBatch.reset_done`. Every row is, step for
+step, what one `CrafterEnv` returns for the same seed and actions: the same symbolic ``view`` and ``vector``,
+crafter's reward, death, and achievement counts. `ReferenceBatch` is that definition, written as a loop over
+`CrafterEnv`s; a compiled implementation must match it row by row (tests/envs).
+
+Seeding follows `CrafterEnv.reset`: :meth:`reset` with seed ``s`` plays episode 1 of ``s``; each later
+:meth:`reset_done` of that row plays the next episode of the same seed (crafter's episode counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .crafter import VECTOR_FIELDS, CrafterEnv
+from .tasks import ACHIEVEMENTS
+
+
+@dataclass
+class BatchObs:
+    """The symbolic observation of every game (row i = game i)."""
+
+    view: np.ndarray
+    """uint8 ``[num_envs, view_h, view_w]``: semantic ids of the local view (`CrafterEnv.local_view`)."""
+    vector: np.ndarray
+    """float32 ``[num_envs, len(VECTOR_FIELDS)]``: inventory, facing, daylight, sleeping
+    (`CrafterEnv.vector`)."""
+
+
+@dataclass
+class BatchStep(BatchObs):
+    """What one :meth:`CrafterBatch.step` returns, row i for game i (observation after the step)."""
+
+    reward: np.ndarray
+    """float32 ``[num_envs]``: crafter's reward (health change / 10, plus 1 per achievement unlocked)."""
+    dead: np.ndarray
+    """bool ``[num_envs]``: the player's health reached 0 (`CrafterEnv.step`'s ``terminated``)."""
+    achievements: np.ndarray
+    """int32 ``[num_envs, len(ACHIEVEMENTS)]``: crafter's achievement counts this episode, in `ACHIEVEMENTS`
+    order."""
+
+
+class CrafterBatch(Protocol):
+    """``num_envs`` Crafter games (symbolic observation, no episode limit of their own)."""
+
+    num_envs: int
+    """Number of games."""
+    view_shape: tuple[int, int]
+    """``(view_h, view_w)`` of the symbolic view."""
+
+    def reset(self, seeds: Sequence[int]) -> BatchObs:
+        """Start every game: row i plays episode 1 of ``seeds[i]``."""
+        ...
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Advance every game one primitive step (``actions``: int ``[num_envs]`` in ``[0, 17)``)."""
+        ...
+
+    def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
+        """Start the next episode of the games where ``done`` (bool ``[num_envs]``) is set, writing their
+        first observation into those rows of ``obs`` (the other rows are left as they are)."""
+        ...
+
+
+class ReferenceBatch:
+    """`CrafterBatch` as a loop over `CrafterEnv`s: the definition a compiled engine is checked against."""
+
+    def __init__(self, num_envs: int, area: tuple[int, int] = (64, 64), view: tuple[int, int] = (9, 9)):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.num_envs = int(num_envs)
+        self.envs = [CrafterEnv("symbolic", area=area, view=view, length=None) for _ in range(self.num_envs)]
+        space = self.envs[0].observation_space["view"]
+        self.view_shape = (int(space.shape[0]), int(space.shape[1]))
+        self._started = False
+
+    def _obs(self) -> BatchObs:
+        return BatchObs(
+            np.zeros((self.num_envs, *self.view_shape), np.uint8),
+            np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32),
+        )
+
+    def reset(self, seeds: Sequence[int]) -> BatchObs:
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"reset needs one seed per game ({self.num_envs}), got {len(seeds)}")
+        obs = self._obs()
+        for i, (env, seed) in enumerate(zip(self.envs, seeds, strict=True)):
+            o, _ = env.reset(seed=int(seed))
+            obs.view[i], obs.vector[i] = o["view"], o["vector"]
+        self._started = True
+        return obs
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        if not self._started:
+            raise RuntimeError("step called before reset(); call reset(seeds) first")
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
+        obs = self._obs()
+        out = BatchStep(
+            obs.view,
+            obs.vector,
+            np.zeros(self.num_envs, np.float32),
+            np.zeros(self.num_envs, bool),
+            np.zeros((self.num_envs, len(ACHIEVEMENTS)), np.int32),
+        )
+        for i, env in enumerate(self.envs):
+            o, reward, dead, _, info = env.step(int(actions[i]))
+            out.view[i], out.vector[i] = o["view"], o["vector"]
+            out.reward[i], out.dead[i] = reward, dead
+            out.achievements[i] = [info["achievements"][name] for name in ACHIEVEMENTS]
+        return out
+
+    def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
+        for i in np.flatnonzero(np.asarray(done)):
+            o, _ = self.envs[i].reset()
+            obs.view[i], obs.vector[i] = o["view"], o["vector"]
