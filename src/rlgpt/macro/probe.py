@@ -16,12 +16,12 @@ from typing import Any
 
 from crafter import constants
 
-from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.runtime import run_macro
 
-_MOVES = tuple(ACTION_NAMES.index(a) for a in ("move_left", "move_right", "move_up", "move_down"))
+_MOVES = tuple(ACTION_NAMES.index(f"move_{name}") for _, name in DIRECTIONS)
 
 
 @dataclass(frozen=True)
