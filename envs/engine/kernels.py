@@ -62,7 +62,9 @@ _DIRS = RULES.dirs
 _ITEM_MAX = RULES.item_max
 _ITEM_INIT = RULES.item_init
 _WALK = RULES.walk
-_CREATURE, _PLAYER_WALK, _ARROW_WALK = 0, 1, 2  # rows of _WALK
+# Constants passed to helpers are numpy scalars: numba compiles a separate copy of a function for every
+# distinct plain-int (literal) argument it is called with, which multiplied the compile time.
+_CREATURE, _PLAYER_WALK, _ARROW_WALK = np.int64(0), np.int64(1), np.int64(2)  # rows of _WALK
 _COLLECT_OK = RULES.collect_ok
 _COLLECT_REQ = RULES.collect_req
 _COLLECT_RECV = RULES.collect_recv
@@ -88,6 +90,13 @@ _WAKE_UP, _EAT_PLANT, _EAT_COW = RULES.wake_up, RULES.eat_plant, RULES.eat_cow
 _DEFEAT_ZOMBIE, _DEFEAT_SKELETON = RULES.defeat_zombie, RULES.defeat_skeleton
 _OBJ_ID_BASE = RULES.obj_id_base
 _CHUNK_W, _CHUNK_H = CHUNK
+_PLAYER_KIND, _ARROW_KIND = np.int64(PLAYER), np.int64(ARROW)
+_PLAYER_RECORD = np.int64(0)
+_N_DIRS = np.int64(4)
+_LONG_AXIS = np.bool_(True)
+_ARROW_DAMAGE, _TRAMPLE_DAMAGE = np.int64(2), np.int64(1)
+_SIMPLEX_SEEDS = np.int64(2**31 - 1)  # worldgen draws the simplex seed with randint(0, 2**31 - 1)
+_ZOMBIES, _SKELETONS, _COWS = np.int64(0), np.int64(1), np.int64(2)  # rows of _BALANCE
 
 # Fields of an object record (int32).
 KIND, X, Y, HEALTH, COUNTER, FX, FY, REMOVED = range(8)
@@ -289,12 +298,19 @@ def _toward(x, y, tx, ty, long_axis):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _do_object(objs, game, flt, e, o):  # pragma: no cover - compiled
-    """``Player._do_object`` on record ``o``."""
+def _damage(game, e):  # pragma: no cover - compiled
+    """The damage the player's ``do`` deals: 1, or the best sword's."""
     damage = 1
     for s in range(_SWORDS.shape[0]):
         if game[e, INV + _SWORDS[s, 0]] > 0:
             damage = max(damage, _SWORDS[s, 1])
+    return damage
+
+
+@njit(cache=True)
+def _do_object(objs, game, flt, e, o):  # pragma: no cover - compiled
+    """``Player._do_object`` on record ``o``."""
+    damage = _damage(game, e)
     kind = objs[e, o, KIND]
     if kind == PLANT:
         if objs[e, o, COUNTER] > 300:  # Plant.ripe
@@ -420,7 +436,7 @@ def _update_player(mat, omap, objs, game, flt, key, pos, e, action):  # pragma: 
         d = _ACT_ARG[action]
         game[e, FACE_X] = _DIRS[d, 0]
         game[e, FACE_Y] = _DIRS[d, 1]
-        _move(mat, omap, objs, game, e, 0, _DIRS[d, 0], _DIRS[d, 1], _PLAYER_WALK)
+        _move(mat, omap, objs, game, e, _PLAYER_RECORD, _DIRS[d, 0], _DIRS[d, 1], _PLAYER_WALK)
         if mat[e, objs[e, 0, X], objs[e, 0, Y]] == _LAVA:
             game[e, _HEALTH] = 0
     elif kind == DO and tobj >= 0:
@@ -481,7 +497,7 @@ def _update_cow(mat, omap, objs, game, key, pos, e, i):  # pragma: no cover - co
     if objs[e, i, HEALTH] <= 0:
         _remove(omap, objs, e, i)
     if mt.uniform(key, pos, e) < 0.5:
-        d = mt.randint(key, pos, e, 4)  # Object.random_dir
+        d = mt.randint(key, pos, e, _N_DIRS)  # Object.random_dir
         _move(mat, omap, objs, game, e, i, _DIRS[d, 0], _DIRS[d, 1], _CREATURE)
 
 
@@ -495,7 +511,7 @@ def _update_zombie(mat, omap, objs, game, key, pos, e, i):  # pragma: no cover -
         long_axis = mt.uniform(key, pos, e) < 0.8
         dx, dy = _toward(objs[e, i, X], objs[e, i, Y], px, py, long_axis)
     else:
-        d = mt.randint(key, pos, e, 4)
+        d = mt.randint(key, pos, e, _N_DIRS)
         dx, dy = _DIRS[d, 0], _DIRS[d, 1]
     _move(mat, omap, objs, game, e, i, dx, dy, _CREATURE)
     dist = abs(px - objs[e, i, X]) + abs(py - objs[e, i, Y])
@@ -503,7 +519,7 @@ def _update_zombie(mat, omap, objs, game, key, pos, e, i):  # pragma: no cover -
         if objs[e, i, COUNTER]:
             objs[e, i, COUNTER] -= 1
         else:
-            _hurt(objs, game, e, 0, 7 if game[e, SLEEPING] else 2)
+            _hurt(objs, game, e, _PLAYER_RECORD, 7 if game[e, SLEEPING] else 2)
             objs[e, i, COUNTER] = 5
 
 
@@ -523,13 +539,13 @@ def _update_skeleton(mat, omap, objs, game, key, pos, e, i):  # pragma: no cover
     # A failed retreat did not move the skeleton, so (x, y) is still its position.
     if dist <= 5 and mt.uniform(key, pos, e) < 0.5:
         # Skeleton._shoot(self.toward(self.player))
-        dx, dy = _toward(x, y, px, py, True)
+        dx, dy = _toward(x, y, px, py, _LONG_AXIS)
         if objs[e, i, COUNTER] > 0:
             return
         if dx == 0 and dy == 0:
             return
         if _is_free(mat, omap, e, x + dx, y + dy, _ARROW_WALK):
-            a = _add(omap, objs, game, e, ARROW, x + dx, y + dy)
+            a = _add(omap, objs, game, e, _ARROW_KIND, x + dx, y + dy)
             objs[e, a, FX] = dx
             objs[e, a, FY] = dy
             objs[e, i, COUNTER] = 4
@@ -538,18 +554,18 @@ def _update_skeleton(mat, omap, objs, game, key, pos, e, i):  # pragma: no cover
         dx, dy = _toward(x, y, px, py, long_axis)
         _move(mat, omap, objs, game, e, i, dx, dy, _CREATURE)
     elif mt.uniform(key, pos, e) < 0.2:
-        d = mt.randint(key, pos, e, 4)
+        d = mt.randint(key, pos, e, _N_DIRS)
         _move(mat, omap, objs, game, e, i, _DIRS[d, 0], _DIRS[d, 1], _CREATURE)
 
 
 @njit(cache=True)
 def _update_arrow(mat, omap, objs, game, e, i):  # pragma: no cover - compiled
-    fx, fy = objs[e, i, FX], objs[e, i, FY]
+    fx, fy = np.int64(objs[e, i, FX]), np.int64(objs[e, i, FY])
     tx, ty = objs[e, i, X] + fx, objs[e, i, Y] + fy
     m = _mat_at(mat, e, tx, ty)
     o = _obj_at(omap, e, tx, ty)
     if o >= 0:
-        _hurt(objs, game, e, o, 2)
+        _hurt(objs, game, e, o, _ARROW_DAMAGE)
         _remove(omap, objs, e, i)
     elif not _WALK[_ARROW_WALK, m]:
         _remove(omap, objs, e, i)
@@ -571,7 +587,7 @@ def _update_plant(omap, objs, game, e, i):  # pragma: no cover - compiled
             if kind == ZOMBIE or kind == SKELETON or kind == COW:
                 hit = True
     if hit:
-        _hurt(objs, game, e, i, 1)
+        _hurt(objs, game, e, i, _TRAMPLE_DAMAGE)
     if objs[e, i, HEALTH] <= 0:
         _remove(omap, objs, e, i)
 
@@ -621,6 +637,33 @@ def _balance_object(
 
 
 @njit(cache=True)
+def _chunk_census(mat, objs, game, e, xmin, xmax, ymin, ymax):  # pragma: no cover - compiled
+    """Live zombies, skeletons and cows in the chunk, and its grass and path cells."""
+    zombies = skeletons = cows = 0
+    for i in range(game[e, NOBJ]):
+        if objs[e, i, REMOVED]:
+            continue
+        x, y = objs[e, i, X], objs[e, i, Y]
+        if xmin <= x < xmax and ymin <= y < ymax:
+            kind = objs[e, i, KIND]
+            if kind == ZOMBIE:
+                zombies += 1
+            elif kind == SKELETON:
+                skeletons += 1
+            elif kind == COW:
+                cows += 1
+    grass = path = 0
+    for x in range(xmin, xmax):
+        for y in range(ymin, ymax):
+            m = mat[e, x, y]
+            if m == _GRASS:
+                grass += 1
+            elif m == _PATH:
+                path += 1
+    return zombies, skeletons, cows, grass, path
+
+
+@njit(cache=True)
 def _balance(mat, omap, objs, game, flt, key, pos, e):  # pragma: no cover - compiled
     """``Env._balance_chunk`` over the chunk dict in its order.
 
@@ -637,39 +680,19 @@ def _balance(mat, omap, objs, game, flt, key, pos, e):  # pragma: no cover - com
         ymin = (cid % chunks_y) * _CHUNK_H
         xmax = min(xmin + _CHUNK_W, w)
         ymax = min(ymin + _CHUNK_H, h)
-        zombies = skeletons = cows = 0
-        for i in range(game[e, NOBJ]):
-            if objs[e, i, REMOVED]:
-                continue
-            x, y = objs[e, i, X], objs[e, i, Y]
-            if xmin <= x < xmax and ymin <= y < ymax:
-                kind = objs[e, i, KIND]
-                if kind == ZOMBIE:
-                    zombies += 1
-                elif kind == SKELETON:
-                    skeletons += 1
-                elif kind == COW:
-                    cows += 1
-        grass = path = 0
-        for x in range(xmin, xmax):
-            for y in range(ymin, ymax):
-                m = mat[e, x, y]
-                if m == _GRASS:
-                    grass += 1
-                elif m == _PATH:
-                    path += 1
-        # The target functions of Env._balance_chunk's three calls.
+        zombies, skeletons, cows, grass, path = _chunk_census(mat, objs, game, e, xmin, xmax, ymin, ymax)
+        # The target functions of Env._balance_chunk's three calls (as floats: they pass through int()).
         _balance_object(
-            mat, omap, objs, game, key, pos, e, 0, xmin, xmax, ymin, ymax, grass, zombies,
-            0 if grass < 50 else 3.5 - 3 * light, 3.5 - 3 * light,
+            mat, omap, objs, game, key, pos, e, _ZOMBIES, xmin, xmax, ymin, ymax, grass, zombies,
+            0.0 if grass < 50 else 3.5 - 3 * light, 3.5 - 3 * light,
         )  # fmt: skip
         _balance_object(
-            mat, omap, objs, game, key, pos, e, 1, xmin, xmax, ymin, ymax, path, skeletons,
-            0 if path < 6 else 1, 2,
+            mat, omap, objs, game, key, pos, e, _SKELETONS, xmin, xmax, ymin, ymax, path, skeletons,
+            0.0 if path < 6 else 1.0, 2.0,
         )  # fmt: skip
         _balance_object(
-            mat, omap, objs, game, key, pos, e, 2, xmin, xmax, ymin, ymax, grass, cows,
-            0 if grass < 30 else 1, 1.5 + light,
+            mat, omap, objs, game, key, pos, e, _COWS, xmin, xmax, ymin, ymax, grass, cows,
+            0.0 if grass < 30 else 1.0, 1.5 + light,
         )  # fmt: skip
 
 
@@ -786,7 +809,7 @@ def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # 
     for k in range(rows.shape[0]):
         e = rows[k]
         mt.seed(key, pos, e, world_seeds[k])
-        perm, grad = simplex_perm(mt.randint(key, pos, e, 2**31 - 1), grad_len)
+        perm, grad = simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len)
         perms[k] = perm
         grads[k] = grad
         noise[:, k] = worldgen._smooth_noise(perm, grad, w, h)
@@ -803,6 +826,7 @@ def reset_world(
     px, py = w // 2, h // 2
     scratch_key = np.empty((1, mt.N), np.uint32)
     scratch_pos = np.empty(1, np.int64)
+    scratch = np.int64(0)
     buffer = np.empty(worldgen._MAX_DRAWS_PER_TILE * w * h)
     for k in range(rows.shape[0]):
         e = rows[k]
@@ -810,8 +834,7 @@ def reset_world(
         # the draws it used (worldgen.generate_world does the same with numpy's RNG).
         scratch_key[0] = key[e]
         scratch_pos[0] = pos[e]
-        for j in range(buffer.shape[0]):
-            buffer[j] = mt.uniform(scratch_key, scratch_pos, 0)
+        mt.fill_uniform(scratch_key, scratch_pos, scratch, buffer)
         material, placed, drawn = worldgen._tiles(
             perms[k], grads[k], start[k], water[k], mountain[k], px, py, buffer
         )
@@ -822,7 +845,7 @@ def reset_world(
         omap[e] = 0
         game[e] = 0
         # crafter.Env.reset adds the player first, then generate_world its creatures in order.
-        _add(omap, objs, game, e, PLAYER, px, py)
+        _add(omap, objs, game, e, _PLAYER_KIND, px, py)
         for j in range(placed.shape[0]):
             if placed[j, 0] == worldgen._COW:
                 kind = COW

@@ -263,6 +263,9 @@ def test_mt19937_matches_numpy_random_state() -> None:
     before = key[1].copy(), int(pos[1])
     assert mt19937.randint(key, pos, 1, 1) == 0
     assert np.array_equal(key[1], before[0]) and pos[1] == before[1]
+    out = np.empty(1000)
+    mt19937.fill_uniform(key, pos, 1, out)
+    assert out.tolist() == reference.uniform(size=1000).tolist()
     for count in (0, 1, 311, 312, 3087, 5000):
         mt19937.skip_doubles(key, pos, 1, count)
         reference.uniform(32, 127, size=count)
