@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import crafter
@@ -23,27 +24,26 @@ class _DaylightClock:
 
     The daylight is a cosine of the step count evaluated by numpy; a compiled cosine may differ in the last
     bit, which would show in the ``daylight`` observation and could flip a ``daylight < 0.5`` test (the
-    night noise draw) or a spawn target. So the kernels read a table, grown here as games get older.
+    night noise draw) or a spawn target. It is not periodic either (``(step / 300) % 1`` rounds differently
+    as the step grows). So the kernels read a table, grown here as games get older.
     """
 
     def __init__(self) -> None:
         self.table = np.zeros(0)
-
-    def _daylight(self, step: int) -> float:
-        class _Stub:
-            pass
-
-        stub = _Stub()
-        stub._step, stub._world = step, _Stub()
-        crafter.Env._update_time(stub)
-        return float(stub._world.daylight)
+        # A stand-in for crafter.Env with just what _update_time reads and writes.
+        self._game = SimpleNamespace(_step=0, _world=SimpleNamespace(daylight=0.0))
 
     def cover(self, step: int) -> np.ndarray:
         """The table, long enough to index ``step``."""
         if step >= len(self.table):
             size = max(2 * len(self.table), step + 1, 4096)
-            extra = [self._daylight(s) for s in range(len(self.table), size)]
-            self.table = np.concatenate([self.table, np.asarray(extra, np.float64)])
+            game, update_time = self._game, crafter.Env._update_time
+            extra = np.empty(size - len(self.table))
+            for i, s in enumerate(range(len(self.table), size)):
+                game._step = s
+                update_time(game)
+                extra[i] = game._world.daylight
+            self.table = np.concatenate([self.table, extra])
         return self.table
 
 
