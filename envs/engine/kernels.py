@@ -20,7 +20,9 @@ crafter's chunks are a dict of sets keyed in the order a chunk first held an obj
 ever balanced, in that order. The game record keeps that order; which objects a chunk holds is read off
 their positions.
 
-Performance notes: crafter's rule tables are module constants (numba freezes them into the compiled code;
+Performance notes (for the speed of both the compiled code and the compiling): whole-array assignments are
+written as loops (numba's broadcasting assignment pulls in seconds of compiling for its error messages);
+crafter's rule tables are module constants (numba freezes them into the compiled code;
 `compiled_digest` guards against a stale on-disk cache), and helpers take plain arrays and ints. Passing a
 tuple of arrays to a helper makes numba reference-count every array in it on every call, which cost more
 than the game itself.
@@ -279,7 +281,8 @@ def _compact(omap, objs, game, e):  # pragma: no cover - compiled
         if objs[e, i, REMOVED]:
             continue
         if j != i:
-            objs[e, j] = objs[e, i]
+            for f in range(N_FIELDS):
+                objs[e, j, f] = objs[e, i, f]
             omap[e, objs[e, j, X], objs[e, j, Y]] = j + 1
         j += 1
     game[e, NOBJ] = j
@@ -810,9 +813,14 @@ def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # 
         e = rows[k]
         mt.seed(key, pos, e, world_seeds[k])
         perm, grad = simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len)
-        perms[k] = perm
-        grads[k] = grad
-        noise[:, k] = worldgen._smooth_noise(perm, grad, w, h)
+        fields = worldgen._smooth_noise(perm, grad, w, h)
+        for i in range(256):
+            perms[k, i] = perm[i]
+            grads[k, i] = grad[i]
+        for f in range(fields.shape[0]):
+            for x in range(w):
+                for y in range(h):
+                    noise[f, k, x, y] = fields[f, x, y]
 
 
 @njit(cache=True)
@@ -832,7 +840,8 @@ def reset_world(
         e = rows[k]
         # _tiles reads its draws from an array: fill it from a copy of the RNG, then advance the RNG by
         # the draws it used (worldgen.generate_world does the same with numpy's RNG).
-        scratch_key[0] = key[e]
+        for i in range(mt.N):
+            scratch_key[0, i] = key[e, i]
         scratch_pos[0] = pos[e]
         mt.fill_uniform(scratch_key, scratch_pos, scratch, buffer)
         material, placed, drawn = worldgen._tiles(
@@ -842,8 +851,9 @@ def reset_world(
         for x in range(w):
             for y in range(h):
                 mat[e, x, y] = mat_ids[material[x, y]]
-        omap[e] = 0
-        game[e] = 0
+                omap[e, x, y] = 0
+        for i in range(game.shape[1]):
+            game[e, i] = 0
         # crafter.Env.reset adds the player first, then generate_world its creatures in order.
         _add(omap, objs, game, e, _PLAYER_KIND, px, py)
         for j in range(placed.shape[0]):
@@ -859,6 +869,7 @@ def reset_world(
         game[e, FACE_Y] = 1  # Player.facing starts as (0, 1)
         game[e, LAST_HEALTH] = game[e, _HEALTH]
         game[e, GAME_LAST_HEALTH] = game[e, _HEALTH]
-        flt[e] = 0.0
+        for i in range(N_FLOAT):
+            flt[e, i] = 0.0
         flt[e, DAYLIGHT] = daylight0
         _observe(mat, omap, objs, game, flt, key, pos, e, noise, view, vector)
