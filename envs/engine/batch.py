@@ -120,30 +120,24 @@ class CompiledBatch:
             raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
         if actions.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
-        bad = (actions < 0) | (actions >= len(ACTION_NAMES))
-        if bad.any():
-            raise ValueError(f"action must be in [0, {len(ACTION_NAMES)}), got {actions[bad][0]}")
-        obs = self._obs()
+        n = self.num_envs
         out = BatchStep(
-            obs.view,
-            obs.vector,
-            np.zeros(self.num_envs, np.float32),
-            np.zeros(self.num_envs, bool),
-            np.zeros((self.num_envs, len(ACHIEVEMENTS)), np.int32),
+            # The kernel writes every entry.
+            np.empty((n, *self.view_shape), np.uint8),
+            np.empty((n, len(VECTOR_FIELDS)), np.float32),
+            np.empty(n, np.float32),
+            np.empty(n, bool),
+            np.empty((n, len(ACHIEVEMENTS)), np.int32),
         )
-        daylight = _CLOCK.cover(int(self.state.game[:, kernels.STEP].max()) + 1)
-        kernels.step(
-            self.state,
-            actions.astype(np.int64),
-            daylight,
-            self.geometry.radius,
-            self.geometry.noise,
-            out.view,
-            out.vector,
-            out.reward,
-            out.dead,
-            out.achievements,
-        )
+        args = (self.geometry.radius, self.geometry.noise, out.view, out.vector, out.reward, out.dead)
+        args += (out.achievements,)
+        actions = actions.astype(np.int64, copy=False)
+        bad = kernels.step(self.state, actions, _CLOCK.table, *args)
+        if bad == kernels.DAYLIGHT_TABLE_SHORT:
+            daylight = _CLOCK.cover(int(self.state.game[:, kernels.STEP].max()) + 1)
+            bad = kernels.step(self.state, actions, daylight, *args)
+        if bad >= 0:
+            raise ValueError(f"action must be in [0, {len(ACTION_NAMES)}), got {actions[bad]}")
         return out
 
     def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:

@@ -727,14 +727,24 @@ def _observe(mat, omap, objs, game, flt, key, pos, e, noise, view, vector):  # p
     vector[e, _N_ITEMS + 5] = 1.0 if game[e, SLEEPING] else 0.0
 
 
+DAYLIGHT_TABLE_SHORT = -2
+"""What `step` returns when its daylight table is too short."""
+
+
 @njit(cache=True)
 def step(S, actions, daylight, radius, noise, view, vector, reward, dead, achievements):  # pragma: no cover
     """``CrafterEnv.step`` for every game; writes the observation, reward, death and achievement counts.
 
     ``daylight[t]`` is crafter's daylight at step t; ``radius`` the update radius; ``noise`` the doubles of
-    the night noise.
+    the night noise. Returns -1, or without stepping any game: the index of the first action out of range,
+    or `DAYLIGHT_TABLE_SHORT` when ``daylight`` does not reach the next step of every game.
     """
     mat, omap, objs, game, flt, key, pos = S
+    for e in range(actions.shape[0]):
+        if not 0 <= actions[e] < _ACT_KIND.shape[0]:
+            return e
+        if game[e, STEP] + 1 >= daylight.shape[0]:
+            return DAYLIGHT_TABLE_SHORT
     for e in range(game.shape[0]):
         _compact(omap, objs, game, e)
         game[e, STEP] += 1
@@ -774,6 +784,7 @@ def step(S, actions, daylight, radius, noise, view, vector, reward, dead, achiev
             r += 1.0
         reward[e] = r
         dead[e] = health <= 0
+    return -1
 
 
 # ------------------------------------------------------------------ reset (crafter's Env.reset + worldgen)
