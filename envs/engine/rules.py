@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from crafter import constants, objects
 
-from ..crafter import _FACINGS, ACTION_NAMES, ID_NAMES
+from ..crafter import ACTION_NAMES, DIRECTIONS, ID_NAMES
 from ..tasks import ACHIEVEMENTS
 
 MATERIALS: tuple[str, ...] = tuple(constants.materials)
@@ -146,9 +146,9 @@ def make_rules() -> Rules:
     item = {name: i for i, name in enumerate(ITEMS)}
     ach = {name: i for i, name in enumerate(ACHIEVEMENTS)}
     n_mat = len(MATERIALS) + 1
-    facing_names = [name for _, name in _FACINGS]
+    facing_names = [name for _, name in DIRECTIONS]
     dirs = [tuple(d) for d in objects.Object.all_dirs.fget(None)]
-    if dirs != [d for d, _ in _FACINGS]:
+    if dirs != [d for d, _ in DIRECTIONS]:
         raise RuntimeError("crafter's Object.all_dirs no longer matches the facing order of CrafterEnv")
     place_names, make_names = list(constants.place), list(constants.make)
 

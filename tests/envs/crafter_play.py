@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 from crafter import constants, objects
 
-from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS, CrafterEnv
 
 A = {name: i for i, name in enumerate(ACTION_NAMES)}
-_MOVES = {(-1, 0): A["move_left"], (1, 0): A["move_right"], (0, -1): A["move_up"], (0, 1): A["move_down"]}
+_MOVES = {step: A[f"move_{name}"] for step, name in DIRECTIONS}
 _TOOLS = ("iron_pickaxe", "iron_sword", "stone_pickaxe", "stone_sword", "wood_pickaxe", "wood_sword")
 POLICIES = ("tech", "hunter", "farmer", "lava", "idle", "random")
 """Names of the scripted players `choose` knows."""
