@@ -28,7 +28,8 @@ from rlgpt.envs.batch import BatchObs, ReferenceBatch
 from rlgpt.envs.crafter import ACTION_NAMES
 from rlgpt.envs.engine import CompiledBatch
 
-SECTION = "## Compiled engine throughput"
+SECTION = "### Compiled engine throughput, per variant"
+"""Heading of the table ``--results`` writes: a subsection, so that the notes above it in RESULTS.md stay."""
 ENGINE = "CompiledBatch"
 REFERENCE = "ReferenceBatch (CrafterEnv symbolic)"
 
