@@ -83,11 +83,6 @@ class CompiledBatch:
         self._seeds: list[int] = [0] * self.num_envs
         self._episodes = np.zeros(self.num_envs, np.int64)
         self._started = False
-        xs = np.arange(self.area[0], dtype=np.int64)[:, None]
-        ys = np.arange(self.area[1], dtype=np.int64)[None, :]
-        px, py = self.area[0] // 2, self.area[1] // 2
-        # The first term of worldgen's start field, the same for every game (the player starts centred).
-        self._start_base = 4 - np.sqrt((xs - px) ** 2 + (ys - py) ** 2)
 
     # ---------------------------------------------------------------- CrafterBatch
 
@@ -161,17 +156,14 @@ class CompiledBatch:
         seeds = np.array([world_seed(self._seeds[i], int(self._episodes[i])) for i in rows], np.int64)
         w, h = self.area
         k = len(rows)
-        noise = np.empty((5, k, w, h))
+        noise = np.empty((k, 5, w, h))
         perms = np.empty((k, 256), np.int64)
         grads = np.empty((k, 256), np.int64)
         kernels.reset_noise(self.state.key, self.state.pos, rows, seeds, _GRAD_LEN, noise, perms, grads)
-        # worldgen.generate_world's fields, with its numpy expressions (np.exp included), for all rows.
-        start = self._start_base + 2 * noise[0]
-        start = 1 / (1 + np.exp(-start))
-        water = noise[1] + 0.15 * noise[2] + 0.1
-        water = water - 2 * start
-        mountain = (noise[3] + 0.3 * noise[4]) / worldgen._MOUNTAIN_NORM
-        mountain = mountain - (4 * start + 0.3 * water)
+        # worldgen.generate_world's numpy part, row by row exactly as it runs it (np.exp included).
+        start, water, mountain = (np.empty((k, w, h)) for _ in range(3))
+        for i in range(k):
+            start[i], water[i], mountain[i] = worldgen.smooth_fields(noise[i], w // 2, h // 2)
         view = np.zeros((self.num_envs, *self.view_shape), np.uint8)
         vector = np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32)
         kernels.reset_world(

@@ -818,7 +818,7 @@ def simplex_perm(seed, grad_len):  # pragma: no cover - compiled
 @njit(cache=True)
 def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # pragma: no cover - compiled
     """First half of ``Env.reset`` for ``rows``: seed the world RNG, draw the simplex seed as crafter's
-    generator does, and evaluate worldgen's smooth noise fields (into ``noise[:, k]`` for the k-th row)."""
+    generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row)."""
     w, h = noise.shape[2], noise.shape[3]
     for k in range(rows.shape[0]):
         e = rows[k]
@@ -831,7 +831,7 @@ def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # 
         for f in range(fields.shape[0]):
             for x in range(w):
                 for y in range(h):
-                    noise[f, k, x, y] = fields[f, x, y]
+                    noise[k, f, x, y] = fields[f, x, y]
 
 
 @njit(cache=True)
