@@ -16,7 +16,7 @@ from ..batch import BatchObs, BatchStep
 from ..crafter import ACTION_NAMES, VECTOR_FIELDS
 from ..tasks import ACHIEVEMENTS
 from . import kernels
-from .rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, make_geometry
+from .rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, Geometry, make_geometry
 
 
 class _DaylightClock:
@@ -63,9 +63,21 @@ class CompiledBatch:
 
     Each row is, step for step, the game one `CrafterEnv` plays for the same seed and actions (crafter's
     dynamics with `CrafterEnv`'s despawn order): the same observations, rewards, deaths and achievements,
-    and the same hidden state (`row_state`), world RNG included. The first use compiles the kernels (cached
-    on disk by numba afterwards).
+    and the same hidden state (`row_state`), world RNG included. Bad input raises the errors `ReferenceBatch`
+    raises, before any game moves. The first use compiles the kernels (~11 s of CPU; numba caches them on
+    disk, so later processes load them in about a second).
     """
+
+    num_envs: int
+    """Number of games."""
+    view_shape: tuple[int, int]
+    """``(view_h, view_w)`` of the symbolic view."""
+    area: tuple[int, int]
+    """World size ``(width, height)``."""
+    geometry: Geometry
+    """Sizes the kernels need (chunks, update radius, view, night-noise draws) for this area and view."""
+    state: kernels.State
+    """Every game's state as arrays (row = game); `row_state` reads one game in crafter's terms."""
 
     def __init__(self, num_envs: int, area: tuple[int, int] = (64, 64), view: tuple[int, int] = (9, 9)):
         if num_envs < 1:
@@ -74,8 +86,8 @@ class CompiledBatch:
         self.area = (int(area[0]), int(area[1]))
         if kernels.compiled_digest() != kernels.RULES_DIGEST:
             raise RuntimeError(
-                "the compiled engine in numba's cache was built from other crafter rules; delete "
-                f"{Path(kernels.__file__).parent / '__pycache__'} and try again"
+                "numba's cached engine was compiled from other crafter rules; delete its cache "
+                f"({Path(kernels.__file__).parent / '__pycache__'}, or under NUMBA_CACHE_DIR) and try again"
             )
         self.geometry = make_geometry(self.area, (int(view[0]), int(view[1])))
         self.view_shape = (self.geometry.view_h, self.geometry.view_w)
