@@ -118,6 +118,7 @@ _HEALTH = INV + RULES.health
 _FOOD = INV + RULES.food
 _DRINK = INV + RULES.drink
 _ENERGY = INV + RULES.energy
+_MAX_ENERGY = RULES.item_max[RULES.energy]
 _N_ITEMS = len(ITEMS)
 _N_ACH = len(ACHIEVEMENTS)
 # Columns of a game's float64 record: crafter's hunger, thirst and recover go up by 0.5 while asleep.
@@ -428,7 +429,7 @@ def _update_player(mat, omap, objs, game, flt, key, pos, e, action):  # pragma: 
     tobj = _obj_at(omap, e, tx, ty)
     kind = _ACT_KIND[action]
     if game[e, SLEEPING]:
-        if game[e, _ENERGY] < _ITEM_MAX[RULES.energy]:
+        if game[e, _ENERGY] < _MAX_ENERGY:
             kind = SLEEP
         else:
             game[e, SLEEPING] = 0
@@ -447,7 +448,7 @@ def _update_player(mat, omap, objs, game, flt, key, pos, e, action):  # pragma: 
     elif kind == DO:
         _do_material(mat, game, flt, key, pos, e, tx, ty, tmat)
     elif kind == SLEEP:
-        if game[e, _ENERGY] < _ITEM_MAX[RULES.energy]:
+        if game[e, _ENERGY] < _MAX_ENERGY:
             game[e, SLEEPING] = 1
     elif kind == PLACE:
         _place(mat, omap, objs, game, e, _ACT_ARG[action], tx, ty, tmat)
