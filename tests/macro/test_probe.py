@@ -99,3 +99,25 @@ def test_each_call_keeps_its_last_actions_and_what_they_faced(env: CrafterEnv) -
     assert all(t.split("@")[0] == "noop" for t in call.trace[:-2]) and call.trace[-1].startswith("do@")
     assert call.trace[-1].split("@")[1] in (*MATERIALS, "outside")
     assert call.line().endswith("last actions: " + " ".join(call.trace))
+
+
+def test_a_move_that_goes_nowhere_says_what_blocked_it(env: CrafterEnv) -> None:
+    # Walk into the nearest tree (never walkable) and keep pushing: the last moves are blocked by it.
+    code = """
+def push(game):
+    tree = game.nearest("tree")
+    while tree is None:
+        yield game.random_move()
+        tree = game.nearest("tree")
+    for i in range(30):
+        step = game.step_toward(tree)
+        if step is None:
+            x, y = game.pos
+            step = "move_left" if tree[0] < x else "move_right" if tree[0] > x else (
+                "move_up" if tree[1] < y else "move_down")
+        yield step
+"""
+    call = probe_macro(code, seeds=(0,), env=env, max_steps=64).calls[0]
+    assert call.trace[-1].endswith("(blocked by tree)"), call.trace
+    moved = [t for t in call.trace if t.startswith("move_") and "(" not in t]
+    assert all(t in ("move_left", "move_right", "move_up", "move_down") for t in moved)

@@ -98,8 +98,9 @@ class ProbeCall:
     reached_goal: bool | None
     """Whether the goal was reached (None without a goal)."""
     trace: tuple[str, ...] = ()
-    """The call's last `TRACE_STEPS` actions; an action other than a move says what the player faced,
-    e.g. ``place_table@tree`` (placing onto a tree, which never works)."""
+    """The call's last `TRACE_STEPS` actions. An action other than a move says what the player faced,
+    e.g. ``place_table@tree`` (placing onto a tree, which never works); a move that left the player where
+    it was says what stopped it, e.g. ``move_down(blocked by tree)``."""
 
     def line(self) -> str:
         """One compact line for prompts."""
@@ -180,9 +181,15 @@ class _Trace(gymnasium.Wrapper):
     def step(self, action: int):
         name = ACTION_NAMES[int(action)]
         if not name.startswith("move_"):
-            name = f"{name}@{self.game.target_material or 'outside'}"
+            self.actions.append(f"{name}@{self.game.target_material or 'outside'}")
+            return self.env.step(action)
+        before = self.game.pos
+        out = self.env.step(action)
+        if self.game.pos == before:  # the move turned the player toward what blocked it
+            what = self.game.target_object or self.game.target_material or "the world's edge"
+            name = f"{name}(blocked by {what})"
         self.actions.append(name)
-        return self.env.step(action)
+        return out
 
 
 def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, ...] = (0, 1, 2),
