@@ -123,3 +123,12 @@ class ReferenceBatch:
         for i in np.flatnonzero(np.asarray(done)):
             o, _ = self.envs[i].reset()
             obs.view[i], obs.vector[i] = o["view"], o["vector"]
+
+
+def make_batch(num_envs: int) -> CrafterBatch:
+    """The `CrafterBatch` training uses (64 x 64 worlds, 9 x 9 view: `CrafterEnv`'s defaults).
+
+    The one place that picks the implementation: `ReferenceBatch` until a compiled engine with the same
+    interface replaces it here.
+    """
+    return ReferenceBatch(num_envs)

@@ -20,6 +20,9 @@ import yaml
 from rlgpt.errors import ConfigError
 from rlgpt.llm.config import LLMConfig
 
+ENV_BACKENDS = ("auto", "batch", "gym")
+"""Accepted values of `EnvConfig.backend`."""
+
 
 @dataclass
 class EnvConfig:
@@ -32,7 +35,13 @@ class EnvConfig:
     num_workers: int = 2
     """Sample Factory rollout worker processes."""
     num_envs_per_worker: int = 8
-    """Environments stepped by each rollout worker (split in two halves for double-buffered sampling)."""
+    """Games (environments) stepped by each rollout worker (split in two halves for double-buffered
+    sampling)."""
+    backend: str = "auto"
+    """How rollout workers step their games: ``batch`` (each half of a worker's games is one batch stepped
+    by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling), ``gym`` (one Python env
+    per game with the per-env wrappers, `rlgpt.rl.sf_env`; what macros, the LLM's dense reward, observation
+    parts and pixel observations need), or ``auto``: ``batch`` wherever it applies, else ``gym``."""
 
 
 @dataclass
@@ -227,6 +236,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.env.obs_mode in ("symbolic", "pixels"), "env.obs_mode must be 'symbolic' or 'pixels'"),
         (cfg.env.episode_length is None or cfg.env.episode_length > 0, "env.episode_length must be > 0"),
         (cfg.env.num_workers >= 1, "env.num_workers must be >= 1"),
+        (cfg.env.backend in ENV_BACKENDS, f"env.backend must be one of {', '.join(ENV_BACKENDS)}"),
         (
             cfg.env.num_envs_per_worker >= 2 and cfg.env.num_envs_per_worker % 2 == 0,
             "env.num_envs_per_worker must be an even number >= 2",

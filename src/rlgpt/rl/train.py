@@ -17,6 +17,7 @@ from sample_factory.train import make_runner
 from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
+from rlgpt.errors import ConfigError
 from rlgpt.macro.files import load_macro_file, sources_to_json
 from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
@@ -99,9 +100,66 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
     ] + ([f"--rlgpt_macros={sources_to_json(load_macro_file(cfg.macros.file))}"] if cfg.macros.file else [])
 
 
+def env_backend(cfg: TrainConfig, sf_cfg) -> str:
+    """The env backend a run uses, ``batch`` or ``gym`` (`rlgpt.config.EnvConfig.backend`): ``auto`` takes
+    ``batch`` unless the run needs what only the per-env wrappers do; ``batch`` for such a run is a
+    ConfigError naming why."""
+    if cfg.env.backend == "gym":
+        return "gym"
+    needs_gym = [
+        why
+        for needed, why in (
+            (sf_cfg.rlgpt_obs_mode != "symbolic", "pixel observations"),
+            (bool(sf_cfg.rlgpt_macros), "macros"),
+            (bool(sf_cfg.rlgpt_reward), "the LLM's dense reward"),
+            (bool(sf_cfg.rlgpt_observation), "observation parts"),
+        )
+        if needed
+    ]
+    if needs_gym and cfg.env.backend == "batch":
+        raise ConfigError(f"env.backend=batch cannot run {' or '.join(needs_gym)} (they run per env in "
+                          "Python); use env.backend=auto or env.backend=gym")
+    return "gym" if needs_gym else "batch"
+
+
+def backend_argv(backend: str, sf_cfg) -> list[str]:
+    """Sample Factory flags of an env backend, all of them every time (a resumed run reloads its saved
+    config, and a flag left out would keep the earlier session's value).
+
+    ``batch``: each of a worker's ``worker_num_splits`` Sample Factory envs is one batch of
+    ``num_envs_per_worker / worker_num_splits`` games, sampled with SF's batched sampling.
+    """
+    if backend == "gym":
+        return ["--batched_sampling=False", "--rlgpt_batch_games=0"]
+    splits = sf_cfg.worker_num_splits
+    games = sf_cfg.num_envs_per_worker // splits
+    trajectories = sf_cfg.batch_size * sf_cfg.num_batches_per_epoch // sf_cfg.rollout
+    if trajectories % games and games % trajectories:
+        # Sample Factory's batched sampling hands the learner whole splits (its BufferMgr asserts this).
+        raise ConfigError(
+            f"env.backend=batch steps {games} games per split (env.num_envs_per_worker / {splits}), which "
+            f"must divide the {trajectories} trajectories of a training batch (ppo.batch_size * "
+            "ppo.num_batches_per_epoch / ppo.rollout) or be a multiple of them"
+        )
+    return [
+        "--batched_sampling=True",
+        f"--num_envs_per_worker={splits}",
+        f"--rlgpt_batch_games={games}",
+        # Crafter runs on the CPU: actions in, observations out as CPU arrays.
+        "--env_gpu_actions=False",
+        "--env_gpu_observations=False",
+    ]
+
+
 def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: Sequence[str] = ()):
-    """Parse the Sample Factory config of a run (registers rlgpt's own flags first)."""
+    """Parse the Sample Factory config of a run (registers rlgpt's own flags first), with the flags of the
+    env backend it resolves to (:func:`env_backend`)."""
     argv = sf_argv(cfg, run_dir, env_name) + list(extra_argv)
+    sf_cfg = _parse_sf_argv(argv)
+    return _parse_sf_argv(argv + backend_argv(env_backend(cfg, sf_cfg), sf_cfg))
+
+
+def _parse_sf_argv(argv: list[str]):
     parser, _ = parse_sf_args(argv=argv, evaluation=False)
     add_rlgpt_args(parser)
     return parse_full_cfg(parser, argv=argv)
@@ -182,24 +240,24 @@ def train(
     ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
     a full window of episodes reaches it.
     """
-    TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
+    # Fail on a bad task name, macro file or backend before anything is created.
+    TaskSpec.from_name(cfg.task)
     if cfg.macros.file:
         load_macro_file(cfg.macros.file)
+    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
+    os.environ[TRAINER_PID_ENV] = str(os.getpid())  # Sample Factory's children die with this process
+    apply_console_level()
+    env_name = register_task_env(cfg.task)
+    register_model()
+    sf_cfg = build_sf_config(cfg, cfg.resolved_run_dir().resolve(), env_name, extra_sf_argv)
+
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
     remove_partial_checkpoints(run_dir)
     clear_markers(run_dir)
-
-    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
-    os.environ[TRAINER_PID_ENV] = str(os.getpid())  # Sample Factory's children die with this process
-    apply_console_level()
     if cfg.wandb:
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_DIR", str(run_dir))
-
-    env_name = register_task_env(cfg.task)
-    register_model()
-    sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv)
 
     metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
