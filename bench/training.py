@@ -29,6 +29,7 @@ sampled every 0.1 s: the whole tree's resident footprint.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,7 @@ from pathlib import Path
 import psutil
 
 from rlgpt.config import builtin_config_path
-from rlgpt.tracking import read_curve
+from rlgpt.tracking import read_curve, read_metrics
 
 TRAINERS = ("rlgpt", "sf_default", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
@@ -84,9 +85,17 @@ class TrainingRun:
     peak_rss_mb: float
     """Peak resident memory (PSS sum) of the child's whole process tree, MiB."""
     reached: int | None
-    """Env steps at the first metrics row with rolling success >= the threshold (None: not reached)."""
+    """Env steps at the first metrics row whose full rolling window (32 episodes) has success >= the
+    threshold (None: not reached)."""
     final_success: float | None
     """Rolling success of the last metrics row."""
+    cpu_ms_per_1k: dict[str, float]
+    """CPU time (user + system) per 1,000 env steps of each process role over the same rows as
+    ``steps_per_s``: ``main`` (the trainer process), and for Sample Factory ``learner``, ``inference``,
+    ``rollout`` (all rollout workers). Unlike wall time it hardly moves with other jobs on the machine, so
+    ``sum / cores`` bounds what an idle box could do."""
+    load: tuple[float, float]
+    """1-minute load average when the run started and when it ended."""
 
 
 def sf_default_argv(config: str = CONFIG, overrides: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -120,7 +129,9 @@ def _train_in_process(
     from rlgpt.config import load_config
     from rlgpt.rl.train import train
 
-    cfg = load_config(config, [*overrides, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
+    # Sample Factory's defaults include its default sampling: one Python env per SF env (the gym backend).
+    backend = ["env.backend=gym"] if trainer == "sf_default" else []
+    cfg = load_config(config, [*overrides, *backend, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
     extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
     result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)
     if result.status != 0:
@@ -146,11 +157,58 @@ def steady_rate(rows: list[dict[str, str]]) -> float | None:
     return steps / (float(rows[-1]["wall_time"]) - float(rows[0]["wall_time"]))
 
 
+SUCCESS_WINDOW = 32
+"""Episodes in every trainer's rolling success (``rlgpt train``'s ``--stats_avg``, `bench.sync_ppo`)."""
+
+
 def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:
-    """Env steps at the first metrics row whose rolling success is >= ``threshold``."""
+    """Env steps at the first metrics row whose rolling success over a full window is >= ``threshold``
+    (early rows average the few episodes that have ended, which random play can put above it)."""
     return next(
-        (int(r["env_steps"]) for r in rows if r["success"] and float(r["success"]) >= threshold), None
+        (
+            int(r["env_steps"])
+            for r in rows
+            if r["success"]
+            and float(r["success"]) >= threshold
+            and int(r.get("success_episodes") or 0) >= SUCCESS_WINDOW
+        ),
+        None,
     )
+
+
+def sf_roles(sf_log: Path) -> dict[int, str]:
+    """pid -> role (``learner``, ``inference``, ``rollout``) of a Sample Factory run's child processes,
+    from the lines each process writes to ``sf_log.txt`` (every line carries its pid)."""
+    # The first line only that process writes: the learner's start, the inference worker's first weight
+    # update, a rollout worker's env runner.
+    markers = {
+        "LearnerWorker_p": "learner",
+        "Updated weights for policy": "inference",
+        "EnvRunner ": "rollout",
+    }
+    roles: dict[int, str] = {}
+    if not sf_log.exists():
+        return roles
+    for line in sf_log.read_text(errors="replace").splitlines():
+        if not line.startswith("[") or "][" not in line:
+            continue
+        pid_text, _, message = line.split("][", 1)[1].partition("] ")
+        for marker, role in markers.items():
+            if message.startswith(marker) and pid_text.isdigit():
+                roles.setdefault(int(pid_text), role)
+    return roles
+
+
+def _cpu_times(proc: psutil.Process) -> dict[int, float]:
+    """pid -> CPU seconds (user + system) of ``proc`` and all its descendants."""
+    out = {}
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
 
 
 def run_trainer(
@@ -175,7 +233,7 @@ def run_trainer(
         argv += ["--config", config, "--steps", str(steps), "--seed", str(seed), "--run-dir", str(run_dir)]
         argv += [f"--set={o}" for o in overrides]
         argv += ["--stop-at-success", str(stop_at_success)] if stop_at_success is not None else []
-        start = time.perf_counter()
+        start, load_before = time.perf_counter(), os.getloadavg()[0]
         child = psutil.Popen(
             argv,
             stdout=subprocess.DEVNULL,
@@ -184,16 +242,33 @@ def run_trainer(
             cwd=Path(__file__).resolve().parents[1],
         )
         peak = 0
+        # CPU times of every process (the last reading of one that has exited) when the first and the last
+        # metrics row with steps appeared: the rows the rate is taken between.
+        metrics, seen_rows, latest, first_cpu, last_cpu = run_dir / "metrics.csv", 0, {}, None, None
         while child.poll() is None:
             peak = max(peak, _tree_rss(child))
+            latest.update(_cpu_times(child))
+            rows = _steps_rows(metrics)
+            if len(rows) != seen_rows:
+                seen_rows, last_cpu = len(rows), dict(latest)
+                first_cpu = first_cpu or dict(latest)
             time.sleep(0.1)
         wall = time.perf_counter() - start
         stderr = child.stderr.read()
         if child.returncode != 0:
             raise RuntimeError(f"{trainer} exited with {child.returncode}:\n{stderr[-3000:]}")
-        rows = read_curve(run_dir / "metrics.csv")
+        rows = read_curve(metrics)
+        roles = sf_roles(run_dir / "sf_log.txt")
     if not rows:
         raise RuntimeError(f"{trainer} wrote no metrics rows")
+    cpu_ms: dict[str, float] = {}
+    steady = [r for r in rows if int(r["env_steps"]) > 0]
+    window_steps = int(steady[-1]["env_steps"]) - int(steady[0]["env_steps"]) if steady else 0
+    if first_cpu and last_cpu and window_steps > 0:
+        for pid, seconds in last_cpu.items():
+            role = "main" if pid == child.pid else roles.get(pid, "other")
+            used = seconds - first_cpu.get(pid, 0.0)
+            cpu_ms[role] = round(cpu_ms.get(role, 0.0) + used * 1e3 * 1000 / window_steps, 1)
     env_steps = int(rows[-1]["env_steps"])
     last = rows[-1]["success"]
     return TrainingRun(
@@ -205,7 +280,17 @@ def run_trainer(
         peak_rss_mb=round(peak / 2**20, 1),
         reached=steps_to_threshold(rows, threshold),
         final_success=float(last) if last else None,
+        cpu_ms_per_1k=cpu_ms,
+        load=(round(load_before, 2), round(os.getloadavg()[0], 2)),
     )
+
+
+def _steps_rows(metrics: Path) -> list[dict[str, str]]:
+    """Metrics rows with env steps so far (none while the file is not there yet)."""
+    try:
+        return [r for r in read_metrics(metrics) if r.get("env_steps") and int(r["env_steps"]) > 0]
+    except (OSError, ValueError):
+        return []
 
 
 def _child_main(argv: list[str]) -> None:

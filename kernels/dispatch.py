@@ -243,3 +243,15 @@ def ppo_loss(
     if log_prob.is_cuda:
         return reference.ppo_loss(*args)
     return _cpu_impl("ppo_loss", {"eager": reference.ppo_loss, "compiled": _ppo_loss_compiled})(*args)
+
+
+def embed_conv(
+    ids: torch.Tensor, embed_weight: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor
+) -> torch.Tensor:
+    """3x3 convolution (padding 1) of an id grid's embedding, ``[B, H, W]`` -> ``[B, C, H, W]`` (see
+    :func:`rlgpt.kernels.reference.embed_conv`). On CUDA cuDNN's convolution (no Triton kernel: the
+    table gather is a CPU saving, where it replaces the convolution's multiply-adds with additions)."""
+    if ids.is_cuda:
+        return reference.embed_conv(ids, embed_weight, conv_weight, conv_bias)
+    impl = _cpu_impl("embed_conv", {"eager": reference.embed_conv, "tables": cpu.embed_conv_tables})
+    return impl(ids, embed_weight, conv_weight, conv_bias)

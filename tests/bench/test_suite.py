@@ -30,6 +30,7 @@ QUICK_ROWS = {
     ("kernel gae (batch 1024)", "eager"),
     ("kernel gae (batch 1024)", "fused_ops"),
     ("kernel gae (batch 1024)", "numba"),
+    ("kernel embed_conv (batch 1024)", "tables"),
     ("macro overhead", "macro_replay"),
     ("macro overhead", "macro_api"),
     ("LLM tokens/s", "qwen2.5-coder-0.5b generation"),
@@ -84,12 +85,12 @@ def test_sf_default_puts_rlgpts_flags_back_to_sample_factory_defaults():
     )
 
 
-def test_curve_helpers_leave_out_start_up_and_find_the_first_row_at_the_threshold():
+def test_curve_helpers_leave_out_start_up_and_find_the_first_full_window_at_the_threshold():
     rows = [
-        dict(env_steps="0", wall_time="5", success=""),
-        dict(env_steps="1000", wall_time="10", success="0.5"),
-        dict(env_steps="5000", wall_time="12", success="0.95"),
-        dict(env_steps="9000", wall_time="14", success="0.8"),
+        dict(env_steps="0", wall_time="5", success="", success_episodes="0"),
+        dict(env_steps="1000", wall_time="10", success="1.0", success_episodes="3"),  # 3 lucky episodes
+        dict(env_steps="5000", wall_time="12", success="0.95", success_episodes="32"),
+        dict(env_steps="9000", wall_time="14", success="0.8", success_episodes="32"),
     ]
     assert steady_rate(rows) == 8000 / 4
     assert steady_rate(rows[:2]) is None

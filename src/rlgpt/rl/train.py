@@ -216,6 +216,7 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
                 wall_time=round(time.time() - self.t0, 2),
                 fps=round(self.fps, 1),
                 success=self._mean(runner, "rollout/success"),
+                success_episodes=len(runner.policy_avg_stats.get("rollout/success", [()])[0]),
                 episode_reward=reward,
                 episode_steps=self._mean(runner, "rollout/episode_steps"),
                 episode_decisions=self._mean(runner, "rollout/episode_decisions"),
