@@ -88,15 +88,27 @@ def replay_iteration(run_dir: Path, scratch: Path) -> dict:
             "error": proc.stderr.strip().splitlines()[-1] if proc.returncode else ""}
 
 
+def _goal_rate(candidate: dict | None) -> float:
+    return ((candidate or {}).get("probe") or {}).get("goal_rate") or 0.0
+
+
 def macro_shares(run_dirs: list[Path]) -> dict:
     """Fast-agent macro candidates over every iteration of `run_dirs` (``iter_*/fast.json``, also inside
     planner subtasks): how many compiled at the first try, after repair, and reached their sub-goal in
-    probes (on at least one / on every probed call). Replayed replies count once per iteration asked."""
-    total = first = repaired = some = every = 0
+    probes (on at least one / on every probed call); then the revisions asked for with a candidate's
+    probes (``revises``), how many probed better than the candidate they revised and how many were kept.
+    Replayed replies count once per iteration asked."""
+    total = first = repaired = some = every = revisions = better = kept = 0
     for run_dir in run_dirs:
         for fast in sorted(run_dir.glob("**/iter_*/fast.json")):
             for choice in json.loads(fast.read_text())["macros"]:
+                by_index = {c.get("index", i): c for i, c in enumerate(choice["candidates"])}
                 for cand in choice["candidates"]:
+                    if cand.get("revises") is not None:
+                        revisions += 1
+                        better += _goal_rate(cand) > _goal_rate(by_index.get(cand["revises"]))
+                        kept += choice.get("best") is not None and choice["best"] == cand.get("index")
+                        continue
                     total += 1
                     if cand["code"] is None:
                         continue
@@ -106,7 +118,8 @@ def macro_shares(run_dirs: list[Path]) -> dict:
                     some += rate > 0
                     every += rate == 1.0
     return {"candidates": total, "compiled_first_try": first, "compiled_after_repair": first + repaired,
-            "goal_in_some_probe": some, "goal_in_every_probe": every}
+            "goal_in_some_probe": some, "goal_in_every_probe": every, "revisions": revisions,
+            "revisions_better": better, "revisions_kept": kept}
 
 
 def main(argv: list[str] | None = None) -> int:

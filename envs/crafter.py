@@ -41,17 +41,18 @@ N_IDS: int = len(ID_NAMES)
 
 _OBJECT_IDS: dict[type, int] = {cls: 1 + len(constants.materials) + i for i, cls in enumerate(_OBJECT_TYPES)}
 
-# Facing directions in the order crafter's Object.all_dirs lists them.
-_FACINGS: tuple[tuple[tuple[int, int], str], ...] = (
+DIRECTIONS: tuple[tuple[tuple[int, int], str], ...] = (
     ((-1, 0), "left"),
     ((1, 0), "right"),
     ((0, -1), "up"),
     ((0, 1), "down"),
 )
-_FACING_INDEX: dict[tuple[int, int], int] = {d: i for i, (d, _) in enumerate(_FACINGS)}
+"""The four (dx, dy) steps with their names, in the order crafter's ``Object.all_dirs`` lists them; the move
+actions are ``move_<name>`` and the facing entries of the vector ``facing_<name>``."""
+_FACING_INDEX: dict[tuple[int, int], int] = {d: i for i, (d, _) in enumerate(DIRECTIONS)}
 
 VECTOR_FIELDS: tuple[str, ...] = (
-    tuple(constants.items) + tuple(f"facing_{name}" for _, name in _FACINGS) + ("daylight", "sleeping")
+    tuple(constants.items) + tuple(f"facing_{name}" for _, name in DIRECTIONS) + ("daylight", "sleeping")
 )
 """Names of the entries of the symbolic ``"vector"`` observation, in order."""
 

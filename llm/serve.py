@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import importlib.metadata
 import importlib.util
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from rlgpt.llm.embedded import quiet_openmp
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ServerUnavailableError
+from rlgpt.procs import die_with_parent
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -101,13 +100,6 @@ def wait_until_ready(base_url: str, *, timeout_s: float = 120.0,
             pass
         time.sleep(0.25)
     raise ServerUnavailableError(f"server at {base_url} not ready after {timeout_s:.0f}s")
-
-
-def die_with_parent() -> None:
-    """`preexec_fn` of a child process: Linux sends it SIGKILL when the process that started it dies, so a
-    killed `rlgpt run` (SIGKILL included) leaves no model server or trainer behind."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class ManagedServer:

@@ -320,6 +320,11 @@ class AgentConfig:
     """Base sampling seed; candidate i uses seed + i (distinct seeds also keep their cache entries apart)."""
     repair_retries: int = 2
     """Times a compile (or reward dry-run) diagnostic is sent back to the fast agent for a fix."""
+    probe_repair_retries: int = 1
+    """Times the best candidate of a sub-action, when it missed its goal in some probe call, goes back to the
+    fast agent with what the probes saw (state before/after each call, outcome, its last actions and what
+    it faced) for a revised macro; a revision is compiled, repaired and probed like a sample and kept only
+    if it probes better. Costs one model call per revision, far less than a training iteration."""
     code_max_tokens: int = 512
     """Completion token limit of one code reply."""
     json_max_tokens: int = 384
@@ -343,6 +348,8 @@ class AgentConfig:
             raise ConfigError(f"agents.samples must be >= 1, got {self.samples}")
         if self.repair_retries < 0:
             raise ConfigError(f"agents.repair_retries must be >= 0, got {self.repair_retries}")
+        if self.probe_repair_retries < 0:
+            raise ConfigError(f"agents.probe_repair_retries must be >= 0, got {self.probe_repair_retries}")
         if not self.probe_seeds:
             raise ConfigError("agents.probe_seeds must list at least one seed")
         if self.probe_calls_per_episode < 1 or self.probe_max_steps < 1:

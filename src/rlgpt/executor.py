@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict, train_config_from_dict
-from rlgpt.llm.serve import die_with_parent
+from rlgpt.procs import die_with_parent
 
 JOB_JSON = "job.json"
 RESULT_JSON = "result.json"

@@ -74,7 +74,8 @@ def probe_from_dict(data: dict[str, Any]) -> ProbeReport:
         return ProbeState(tuple(s["pos"]), dict(s["inventory"]), dict(s["achievements"]))
 
     calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
-                               "unlocked": tuple(c["unlocked"])}) for c in data["calls"])
+                               "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ()))})
+                  for c in data["calls"])
     return ProbeReport(data["macro"], data["goal"], calls, dict(data["outcomes"]),
                        tuple(data.get("setup", ())))
 

@@ -12,6 +12,7 @@ from rlgpt.config import AgentConfig, ConfigError
 @pytest.mark.parametrize(("knobs", "message"), [
     ({"samples": 0}, "samples must be >= 1"),
     ({"repair_retries": -1}, "repair_retries must be >= 0"),
+    ({"probe_repair_retries": -1}, "probe_repair_retries must be >= 0"),
     ({"probe_seeds": ()}, "at least one seed"),
     ({"probe_max_steps": 0}, "probe_max_steps must be >= 1"),
     ({"temperature": -0.1}, "temperature must be >= 0"),

@@ -3,6 +3,7 @@ the reward's compile/dry-run/repair loop and the small setup schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -19,8 +20,8 @@ from rlgpt.macro.reward import compile_reward
 
 CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
                  "wood", "a fixed recipe")
-CONFIG = AgentConfig(samples=2, repair_retries=1, code_max_tokens=256, json_max_tokens=96,
-                     probe_seeds=(0, 1), probe_max_steps=32, reward_dry_run_steps=10)
+CONFIG = AgentConfig(samples=2, repair_retries=1, probe_repair_retries=0, code_max_tokens=256,
+                     json_max_tokens=96, probe_seeds=(0, 1), probe_max_steps=32, reward_dry_run_steps=10)
 
 
 @pytest.mark.slow
@@ -76,6 +77,56 @@ def test_compile_errors_go_back_to_the_model_with_their_diagnostics(client: LLMC
     assert "imports are not allowed" in repair[-1]["content"] and "line 1" in repair[-1]["content"]
     assert MACRO_REPAIR_HINT in repair[-1]["content"]
     assert choice.candidates[0].code.first_try is False
+
+
+@pytest.mark.slow
+def test_a_macro_that_misses_its_goal_goes_back_with_what_its_probes_saw(client: LLMClient,
+                                                                        recording: Recording) -> None:
+    agent = FastAgent(client, dataclasses.replace(CONFIG, samples=1, probe_repair_retries=1))
+    messages = agent.macro_messages("collect_wood", CHOP)
+    # Compiles and returns, but hits whatever it faces instead of walking to a tree: no wood, ever.
+    idle = '```python\ndef chop_tree(game):\n    for i in range(3):\n        yield "do"\n```'
+    record_reply(client, messages, idle, agent._sampling(0))
+    choice = agent.write_macro("collect_wood", CHOP)
+    first, revision = choice.candidates
+    assert first.probe is not None and first.probe.goal_rate == 0.0 and first.revises is None
+    assert revision.index == 1 and revision.revises == 0
+    # The revision request is a real model call that carries the probes (with the last actions and what
+    # they faced) and the failing code; it is sampled with its own seed.
+    asked, _, sampling = recording.requests[0]
+    text = asked[-1]["content"]
+    assert "reached its goal in 0 of 2 probe calls" in text and "last actions: do@" in text
+    assert 'for i in range(3):\n        yield "do"' in text and sampling.seed == CONFIG.seed + 1
+    # The revision is kept only if it probes better.
+    better = revision.probe is not None and revision.probe.score() > first.probe.score()
+    assert choice.best is (revision if better else first)
+    assert json.loads(json.dumps(choice.to_dict()))["candidates"][1]["revises"] == 0
+
+
+@pytest.mark.slow
+def test_a_macro_that_reaches_its_goal_on_every_probe_is_not_revised(client: LLMClient,
+                                                                     recording: Recording) -> None:
+    agent = FastAgent(client, dataclasses.replace(CONFIG, samples=1, probe_repair_retries=2,
+                                                  probe_max_steps=64))
+    messages = agent.macro_messages("collect_wood", CHOP)
+    good = """```python
+def chop_tree(game):
+    start = game.item("wood")
+    while game.item("wood") == start:
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+```"""
+    record_reply(client, messages, good, agent._sampling(0))
+    choice = agent.write_macro("collect_wood", CHOP)
+    assert len(choice.candidates) == 1 and choice.best is choice.candidates[0]
+    assert choice.best.probe is not None and choice.best.probe.goal_rate == 1.0
+    assert recording.requests == []  # the model was not asked again
 
 
 @pytest.mark.slow

@@ -20,13 +20,16 @@ def test_macro_shares_count_every_iteration_and_planner_subtask(tmp_path: Path) 
     sub = tmp_path / "run" / "sub_00_collect_wood" / "iter_000"
     for d in (it0, sub):
         d.mkdir(parents=True)
+    revision = {**candidate(True, 1.0), "index": 2, "revises": 1}
+    worse = {**candidate(True, 0.0), "index": 2, "revises": 1}
     (it0 / "fast.json").write_text(json.dumps({"macros": [
         {"candidates": [candidate(True, 1.0), candidate(False, 0.5)]},
-        {"candidates": [candidate(None, None), candidate(True, 0.0)]}]}))
-    (sub / "fast.json").write_text(json.dumps({"macros": [{"candidates": [candidate(True, None)]}]}))
+        {"best": 2, "candidates": [candidate(None, None), candidate(True, 0.0), revision]}]}))
+    (sub / "fast.json").write_text(json.dumps({"macros": [
+        {"best": 0, "candidates": [candidate(True, None), candidate(True, 0.0), worse]}]}))
     assert macro_shares([tmp_path / "run"]) == {
-        "candidates": 5, "compiled_first_try": 3, "compiled_after_repair": 4, "goal_in_some_probe": 2,
-        "goal_in_every_probe": 1}
+        "candidates": 6, "compiled_first_try": 4, "compiled_after_repair": 5, "goal_in_some_probe": 2,
+        "goal_in_every_probe": 1, "revisions": 2, "revisions_better": 1, "revisions_kept": 1}
 
 
 def test_llm_seconds_sum_one_iterations_llm_phases(tmp_path: Path) -> None:

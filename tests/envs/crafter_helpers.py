@@ -6,9 +6,9 @@ import crafter
 import numpy as np
 from crafter import constants
 
-from rlgpt.envs.crafter import CrafterEnv, in_world_order
+from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, in_world_order
 
-_DIRECTIONS: tuple[tuple[int, int], ...] = ((-1, 0), (1, 0), (0, -1), (0, 1))
+_DIRECTIONS: tuple[tuple[int, int], ...] = tuple(step for step, _ in DIRECTIONS)
 
 
 class PinnedCrafter(crafter.Env):

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.api import MATERIALS
 from rlgpt.macro.compiler import MacroSource, compile_macro
-from rlgpt.macro.probe import Goal, probe_macro
+from rlgpt.macro.probe import TRACE_STEPS, Goal, probe_macro
 
 CHOP = """
 def chop(game):
@@ -87,3 +88,14 @@ def test_goal_parsing() -> None:
     assert Goal.parse("sapling") == Goal("item", "sapling")
     with pytest.raises(ValueError, match="neither"):
         Goal.parse("gold")
+
+
+def test_each_call_keeps_its_last_actions_and_what_they_faced(env: CrafterEnv) -> None:
+    code = ("def act(game):\n    for i in range(10):\n        yield 'noop'\n"
+            "    yield 'move_left'\n    yield 'do'\n")
+    call = probe_macro(code, seeds=(0,), env=env).calls[0]
+    assert len(call.trace) == TRACE_STEPS and call.steps == 12
+    assert call.trace[-2] == "move_left"
+    assert all(t.split("@")[0] == "noop" for t in call.trace[:-2]) and call.trace[-1].startswith("do@")
+    assert call.trace[-1].split("@")[1] in (*MATERIALS, "outside")
+    assert call.line().endswith("last actions: " + " ".join(call.trace))

@@ -53,12 +53,14 @@ class MacroCandidate:
     """Accepted code (or None) and every attempt with its diagnostics."""
     probe: ProbeReport | None
     """Probe of the compiled macro (None when it never compiled)."""
+    revises: int | None = None
+    """Index of the candidate whose probe this one was asked to fix (None for an independent sample)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
                 "attempts": [a.to_dict() for a in self.code.attempts],
-                "probe": None if self.probe is None else self.probe.to_dict()}
+                "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises}
 
 
 @dataclass
@@ -113,6 +115,19 @@ def goal_text(sub: SubAction) -> str:
     return f"the {kind} count of {sub.goal!r} goes up by at least 1 (then return)"
 
 
+def probe_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "none") -> str:
+    """The feedback slot of a revision request: the earlier feedback, what the candidate's probes saw and
+    its code."""
+    assert candidate.probe is not None and candidate.code.code is not None
+    probe = candidate.probe
+    reached = sum(bool(c.reached_goal) for c in probe.calls)
+    earlier = "" if feedback in ("", "none") else f"{feedback}\n"
+    return (f"{earlier}Your earlier `{sub.name}` reached its goal in {reached} of {len(probe.calls)} probe "
+            f"calls (each call starts in a fresh seeded world):\n{probe.render()}\nIts code:\n```python\n"
+            f"{candidate.code.code.strip()}\n```\nFix what made it fail (look at the last actions and what "
+            f"they faced); keep what worked.")
+
+
 def counters(game: GameAPI) -> tuple[tuple[str, int], ...]:
     """Inventory and achievement counts of `game`'s player, comparable across steps."""
     return (*sorted(game.inventory.items()), *sorted(game.achievements.items()))
@@ -161,27 +176,45 @@ class FastAgent:
                            warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps,
                            goal=goal or None, env=self.env, setup=setup)
 
+    def _candidate(self, index: int, messages: list[dict[str, str]], sub: SubAction,
+                   setup: tuple[CompiledMacro, ...], revises: int | None = None) -> MacroCandidate:
+        """Ask for one macro (sampling seed + `index`), repair compile errors, probe it if it compiles."""
+        result = write_code(self.client, ROLE, messages, sub.name,
+                            lambda code: self.compile_macro_code(sub.name, code),
+                            sampling=self._sampling(index), retries=self.config.repair_retries,
+                            repair_hint=MACRO_REPAIR_HINT)
+        probe = None
+        if result.compiled is not None:
+            self.on_phase("probe")
+            probe = self.probe(result.compiled, sub.goal, setup)
+            self.on_phase("fast")
+        return MacroCandidate(index, result, probe, revises)
+
+    @staticmethod
+    def _select(choice: MacroChoice) -> None:
+        probed = [c for c in choice.candidates if c.probe is not None]
+        if probed:
+            # Best probe score; among equals the earliest candidate.
+            choice.best = max(probed, key=lambda c: (c.probe.score(), -c.index))  # type: ignore[union-attr]
+
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
         """Sample candidates for `sub`, repair compile errors, probe those that compile (after `setup`),
-        keep the best."""
+        keep the best; while the best misses its goal in some probe call, ask for a revision that sees
+        the probes (`AgentConfig.probe_repair_retries`)."""
         messages = self.macro_messages(task, sub, feedback)
         choice = MacroChoice(sub)
         for index in range(self.config.samples):
-            result = write_code(self.client, ROLE, messages, sub.name,
-                                lambda code: self.compile_macro_code(sub.name, code),
-                                sampling=self._sampling(index), retries=self.config.repair_retries,
-                                repair_hint=MACRO_REPAIR_HINT)
-            probe = None
-            if result.compiled is not None:
-                self.on_phase("probe")
-                probe = self.probe(result.compiled, sub.goal, setup)
-                self.on_phase("fast")
-            choice.candidates.append(MacroCandidate(index, result, probe))
-        probed = [c for c in choice.candidates if c.probe is not None]
-        if probed:
-            # Best probe score; among equals the earliest sample.
-            choice.best = max(probed, key=lambda c: (c.probe.score(), -c.index))  # type: ignore[union-attr]
+            choice.candidates.append(self._candidate(index, messages, sub, setup))
+        self._select(choice)
+        for _ in range(self.config.probe_repair_retries):
+            best = choice.best
+            if best is None or best.probe is None or best.probe.goal_rate in (None, 1.0):
+                break  # nothing compiled (compile repair already ran), no goal to judge by, or it works
+            revision = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
+            choice.candidates.append(
+                self._candidate(len(choice.candidates), revision, sub, setup, revises=best.index))
+            self._select(choice)
         return choice
 
     # -- reward ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 import crafter
 from crafter import constants
 
-from rlgpt.envs.crafter import ACTION_NAMES  # a macro yields one of these (or its index) per step
+from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS  # a macro yields an action (or its index) per step
 from rlgpt.macro.diagnostics import describe_value
 
 MATERIALS: tuple[str, ...] = tuple(constants.materials)
@@ -41,12 +41,7 @@ OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow",
 WALKABLE: frozenset[str] = frozenset(constants.walkable)
 """Materials the player can walk on (when no object stands there)."""
 
-_MOVES: dict[tuple[int, int], str] = {
-    (-1, 0): "move_left",
-    (1, 0): "move_right",
-    (0, -1): "move_up",
-    (0, 1): "move_down",
-}
+_MOVES: dict[tuple[int, int], str] = {step: f"move_{name}" for step, name in DIRECTIONS}
 
 
 def _pos(value: Any, what: str = "position") -> tuple[int, int]:

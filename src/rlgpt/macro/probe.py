@@ -11,17 +11,21 @@ and the critic's prompt.
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import gymnasium
 from crafter import constants
 
-from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.runtime import run_macro
 
-_MOVES = tuple(ACTION_NAMES.index(a) for a in ("move_left", "move_right", "move_up", "move_down"))
+_MOVES = tuple(ACTION_NAMES.index(f"move_{name}") for _, name in DIRECTIONS)
+TRACE_STEPS = 8
+"""Actions kept at the end of each probed call (`ProbeCall.trace`): what a failing macro kept doing."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class ProbeCall:
     """The failure, formatted, or None."""
     reached_goal: bool | None
     """Whether the goal was reached (None without a goal)."""
+    trace: tuple[str, ...] = ()
+    """The call's last `TRACE_STEPS` actions; an action other than a move says what the player faced,
+    e.g. ``place_table@tree`` (placing onto a tree, which never works)."""
 
     def line(self) -> str:
         """One compact line for prompts."""
@@ -100,8 +107,9 @@ class ProbeCall:
         goal = "" if self.reached_goal is None else f" goal={'yes' if self.reached_goal else 'no'}"
         diag = f" | {self.diagnostic}" if self.diagnostic else ""
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
+        trace = f" | last actions: {' '.join(self.trace)}" if self.trace else ""
         return (f"seed {self.seed} call {self.call}: {self.outcome} in {self.steps} steps, "
-                f"pos {self.before.pos}->{self.after.pos}, inventory {diff}{unlocked}{goal}{diag}")
+                f"pos {self.before.pos}->{self.after.pos}, inventory {diff}{unlocked}{goal}{diag}{trace}")
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,22 @@ class ProbeReport:
                 "calls": [asdict(c) for c in self.calls], "setup": list(self.setup)}
 
 
+class _Trace(gymnasium.Wrapper):
+    """The env as `run_macro` sees it, recording the last actions (with what the player faced)."""
+
+    def __init__(self, env: CrafterEnv, game: GameAPI) -> None:
+        super().__init__(env)
+        self.game = game
+        self.actions: deque[str] = deque(maxlen=TRACE_STEPS)
+
+    def step(self, action: int):
+        name = ACTION_NAMES[int(action)]
+        if not name.startswith("move_"):
+            name = f"{name}@{self.game.target_material or 'outside'}"
+        self.actions.append(name)
+        return self.env.step(action)
+
+
 def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, ...] = (0, 1, 2),
                 calls_per_episode: int = 1, warmup_steps: int = 0, max_steps: int = 64,
                 goal: Goal | str | None = None, env: CrafterEnv | None = None,
@@ -204,7 +228,8 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             if ended:
                 break
             before = ProbeState.of(game)
-            result = run_macro(env, compiled, game, gamma=1.0, max_steps=max_steps)
+            trace = _Trace(env, game)
+            result = run_macro(trace, compiled, game, gamma=1.0, max_steps=max_steps)
             after = ProbeState.of(game)
             diff = {k: after.inventory.get(k, 0) - before.inventory.get(k, 0)
                     for k in sorted(set(before.inventory) | set(after.inventory))}
@@ -216,6 +241,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                 outcome=result.outcome, steps=result.steps,
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
                 reached_goal=None if goal is None else goal.reached(before, after),
+                trace=tuple(trace.actions),
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:

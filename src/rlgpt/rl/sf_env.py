@@ -20,10 +20,10 @@ from sample_factory.utils import utils as sf_utils
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-from rlgpt.llm.serve import die_with_parent
 from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.procs import die_with_parent
 from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.workers import is_sf_child_process, protect_macro_env
