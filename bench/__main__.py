@@ -6,14 +6,16 @@
     OMP_NUM_THREADS=1 python -m bench --sample-efficiency --seeds 0,1,2 --steps 300000
 
 Sections (``--only`` takes their names): ``env`` (env steps/s, symbolic vs the reference without
-rendering, pixels vs the reference with it), ``training`` (training env steps/s of rlgpt and of Sample
-Factory's defaults vs a synchronous PPO, with each process tree's peak RSS; `bench.training`), ``kernels``
-(fused ops vs eager vs ``torch.compile`` at the learner's shapes), ``macro`` (primitive steps/s through a
-macro vs direct), ``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on
-envpool; `FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran
-on. Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
-``--sample-efficiency`` is a separate, longer comparison: the three trainers over several seeds until
-rolling success 0.9 (or the budget), reporting env steps/s and the env steps it took.
+rendering, pixels vs the reference with it), ``engine`` (the compiled batched engine vs the same games on
+symbolic CrafterEnvs, dead games reset; `bench.engine_throughput`), ``training`` (training env steps/s of
+rlgpt and of Sample Factory's defaults vs a synchronous PPO, with each process tree's peak RSS;
+`bench.training`), ``kernels`` (fused ops vs eager vs ``torch.compile`` at the learner's shapes),
+``macro`` (primitive steps/s through a macro vs direct), ``llm`` (embedded LLM tokens/s), ``envpool``
+(Sample Factory training vs raw stepping on envpool; `FULL_ONLY`: ``--quick`` runs it only when ``--only``
+names it). Every row names the machine it ran on. Timings are printed, never asserted; on a loaded machine
+only the same-run ratios mean something. ``--sample-efficiency`` is a separate, longer comparison: the
+three trainers over several seeds until rolling success 0.9 (or the budget), reporting env steps/s and the
+env steps it took.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from bench import env_throughput, envpool_throughput, kernels, llm_throughput, macro_overhead, training
+from bench import (
+    engine_throughput,
+    env_throughput,
+    envpool_throughput,
+    kernels,
+    llm_throughput,
+    macro_overhead,
+    training,
+)
 
 
 @dataclass
@@ -89,6 +99,24 @@ def env_rows(quick: bool) -> list[Row]:
         ),
         Row("env step (render)", pix.name, ref.name, pix.steps_per_s, ref.steps_per_s, unit),
     ]
+
+
+def engine_rows(quick: bool) -> list[Row]:
+    sizes, steps = ((16,), 300) if quick else ((16, 64), 1_000)
+    rows = []
+    for n in sizes:
+        engine, reference = engine_throughput.measure(n, steps, seed=0)
+        rows.append(
+            Row(
+                f"engine step ({n} games, auto-reset)",
+                engine.name,
+                reference.name,
+                engine.steps_per_s,
+                reference.steps_per_s,
+                "game steps/s",
+            )
+        )
+    return rows
 
 
 def training_rows(quick: bool) -> list[Row]:
@@ -188,6 +216,7 @@ def envpool_rows(quick: bool) -> list[Row]:
 
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "env": env_rows,
+    "engine": engine_rows,
     "training": training_rows,
     "kernels": kernel_rows,
     "macro": macro_rows,

@@ -160,10 +160,11 @@ def table(results: list[Measurement], steps: int, seed: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) the ``## Env throughput`` section of ``path``, keeping every other section."""
+def write_section(path: Path, section: str, heading: str = SECTION) -> None:
+    """Replace (or append) the ``heading`` section (``## Env throughput``) of ``path``, keeping every other
+    section."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: section + "\n", text)
     else:

@@ -126,16 +126,10 @@ def _tiles(perm, grad, start, water, mountain, px, py, uniform):  # pragma: no c
     return material, placed[:n_placed], drawn
 
 
-def generate_world(world: engine.World, player: objects.Player) -> None:
-    """Drop-in for ``crafter.worldgen.generate_world(world, player)``: same world, same RNG state."""
-    rng = world.random
-    simplex = OpenSimplex(seed=rng.randint(0, 2**31 - 1))
-    perm, grad = simplex._perm, simplex._perm_grad_index3
-    width, height = world.area
-    px, py = int(player.pos[0]), int(player.pos[1])
-
-    # The fields every tile needs, with crafter's expressions (worldgen._set_material) applied elementwise.
-    noise = _smooth_noise(perm, grad, width, height)
+def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The start, water and mountain fields every tile needs, from `_smooth_noise`'s octaves, with the
+    player at (px, py): crafter's expressions (``worldgen._set_material``) applied elementwise in numpy."""
+    width, height = noise.shape[1:]
     xs = np.arange(width, dtype=np.int64)[:, None]
     ys = np.arange(height, dtype=np.int64)[None, :]
     start = 4 - np.sqrt((xs - px) ** 2 + (ys - py) ** 2)
@@ -145,6 +139,18 @@ def generate_world(world: engine.World, player: objects.Player) -> None:
     water = water - 2 * start
     mountain = (noise[3] + 0.3 * noise[4]) / _MOUNTAIN_NORM
     mountain = mountain - (4 * start + 0.3 * water)
+    return start, water, mountain
+
+
+def generate_world(world: engine.World, player: objects.Player) -> None:
+    """Drop-in for ``crafter.worldgen.generate_world(world, player)``: same world, same RNG state."""
+    rng = world.random
+    simplex = OpenSimplex(seed=rng.randint(0, 2**31 - 1))
+    perm, grad = simplex._perm, simplex._perm_grad_index3
+    width, height = world.area
+    px, py = int(player.pos[0]), int(player.pos[1])
+
+    start, water, mountain = smooth_fields(_smooth_noise(perm, grad, width, height), px, py)
 
     # Draw more uniforms than can be used, then rewind the RNG and advance it by exactly the number used.
     state = rng.get_state()

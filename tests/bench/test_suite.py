@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICK_ROWS = {
     ("env step (no render)", "CrafterEnv symbolic"),
     ("env step (render)", "CrafterEnv pixels"),
+    ("engine step (16 games, auto-reset)", "CompiledBatch"),
     ("training (10,000 steps)", "rlgpt train (configs/main.yaml)"),
     ("training (10,000 steps)", "Sample Factory defaults"),
     ("kernel fuse (batch 1024)", "fused_ops"),

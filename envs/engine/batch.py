@@ -1,0 +1,225 @@
+"""`CompiledBatch`: the `CrafterBatch` interface over the compiled engine (`rlgpt.envs.engine.kernels`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import crafter
+import numpy as np
+from opensimplex.constants import GRADIENTS3
+
+from .. import worldgen
+from ..batch import BatchObs, BatchStep
+from ..crafter import ACTION_NAMES, VECTOR_FIELDS
+from ..tasks import ACHIEVEMENTS
+from . import kernels
+from .rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, make_geometry
+
+
+class _DaylightClock:
+    """crafter's daylight for each step number, computed by crafter's own ``Env._update_time``.
+
+    The daylight is a cosine of the step count evaluated by numpy; a compiled cosine may differ in the last
+    bit, which would show in the ``daylight`` observation and could flip a ``daylight < 0.5`` test (the
+    night noise draw) or a spawn target. It is not periodic either (``(step / 300) % 1`` rounds differently
+    as the step grows). So the kernels read a table, grown here as games get older.
+    """
+
+    def __init__(self) -> None:
+        self.table = np.zeros(0)
+        # A stand-in for crafter.Env with just what _update_time reads and writes.
+        self._game = SimpleNamespace(_step=0, _world=SimpleNamespace(daylight=0.0))
+
+    def cover(self, step: int) -> np.ndarray:
+        """The table, long enough to index ``step``."""
+        if step >= len(self.table):
+            size = max(2 * len(self.table), step + 1, 4096)
+            game, update_time = self._game, crafter.Env._update_time
+            extra = np.empty(size - len(self.table))
+            for i, s in enumerate(range(len(self.table), size)):
+                game._step = s
+                update_time(game)
+                extra[i] = game._world.daylight
+            self.table = np.concatenate([self.table, extra])
+        return self.table
+
+
+_CLOCK = _DaylightClock()
+# The worldgen material codes, as crafter material ids.
+_WORLDGEN_IDS = np.array([MATERIALS.index(name) + 1 for name in worldgen._MATERIALS], np.uint8)
+_GRAD_LEN = len(GRADIENTS3)
+
+
+def world_seed(seed: int, episode: int) -> int:
+    """The seed crafter gives episode ``episode`` of env seed ``seed`` (``crafter.Env.reset``)."""
+    return hash((seed, episode)) % (2**31 - 1)
+
+
+class CompiledBatch:
+    """`CrafterBatch` whose games are arrays stepped by numba-compiled code, equal to `ReferenceBatch`.
+
+    Each row is, step for step, the game one `CrafterEnv` plays for the same seed and actions (crafter's
+    dynamics with `CrafterEnv`'s despawn order): the same observations, rewards, deaths and achievements,
+    and the same hidden state (`row_state`), world RNG included. The first use compiles the kernels (cached
+    on disk by numba afterwards).
+    """
+
+    def __init__(self, num_envs: int, area: tuple[int, int] = (64, 64), view: tuple[int, int] = (9, 9)):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.num_envs = int(num_envs)
+        self.area = (int(area[0]), int(area[1]))
+        if kernels.compiled_digest() != kernels.RULES_DIGEST:
+            raise RuntimeError(
+                "the compiled engine in numba's cache was built from other crafter rules; delete "
+                f"{Path(kernels.__file__).parent / '__pycache__'} and try again"
+            )
+        self.geometry = make_geometry(self.area, (int(view[0]), int(view[1])))
+        self.view_shape = (self.geometry.view_h, self.geometry.view_w)
+        self.state = kernels.new_state(self.num_envs, self.area, self.geometry.chunks)
+        self._seeds: list[int] = [0] * self.num_envs
+        self._episodes = np.zeros(self.num_envs, np.int64)
+        self._started = False
+
+    # ---------------------------------------------------------------- CrafterBatch
+
+    def _obs(self) -> BatchObs:
+        return BatchObs(
+            np.zeros((self.num_envs, *self.view_shape), np.uint8),
+            np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32),
+        )
+
+    def reset(self, seeds: Sequence[int]) -> BatchObs:
+        """Start every game: row i plays episode 1 of ``seeds[i]``."""
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"reset needs one seed per game ({self.num_envs}), got {len(seeds)}")
+        seeds = [int(s) for s in seeds]
+        if min(seeds) < 0:
+            raise ValueError(f"seeds must be non-negative integers, got {min(seeds)}")
+        self._seeds = seeds
+        self._episodes[:] = 0
+        obs = self._obs()
+        self._reset_rows(np.arange(self.num_envs), obs)
+        self._started = True
+        return obs
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Advance every game one primitive step (``actions``: int ``[num_envs]`` in ``[0, 17)``)."""
+        if not self._started:
+            raise RuntimeError("step called before reset(); call reset(seeds) first")
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
+        n = self.num_envs
+        out = BatchStep(
+            # The kernel writes every entry.
+            np.empty((n, *self.view_shape), np.uint8),
+            np.empty((n, len(VECTOR_FIELDS)), np.float32),
+            np.empty(n, np.float32),
+            np.empty(n, bool),
+            np.empty((n, len(ACHIEVEMENTS)), np.int32),
+        )
+        args = (self.geometry.radius, self.geometry.noise, out.view, out.vector, out.reward, out.dead)
+        args += (out.achievements,)
+        actions = actions.astype(np.int64, copy=False)
+        bad = kernels.step(self.state, actions, _CLOCK.table, *args)
+        if bad == kernels.DAYLIGHT_TABLE_SHORT:
+            daylight = _CLOCK.cover(int(self.state.game[:, kernels.STEP].max()) + 1)
+            bad = kernels.step(self.state, actions, daylight, *args)
+        if bad >= 0:
+            raise ValueError(f"action must be in [0, {len(ACTION_NAMES)}), got {actions[bad]}")
+        return out
+
+    def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
+        """Start the next episode of the games where ``done`` is set, writing their first observation into
+        those rows of ``obs``."""
+        if not self._started:
+            raise RuntimeError("reset_done called before reset(); call reset(seeds) first")
+        done = np.asarray(done)
+        if done.shape != (self.num_envs,):
+            raise ValueError(f"done must have shape ({self.num_envs},), got {done.shape}")
+        rows = np.flatnonzero(done)
+        if len(rows):
+            self._reset_rows(rows, obs)
+
+    # ---------------------------------------------------------------- internals
+
+    def _reset_rows(self, rows: np.ndarray, obs: BatchObs) -> None:
+        """``CrafterEnv.reset`` (each row's seed's next episode) of ``rows``; observations into ``obs``."""
+        rows = rows.astype(np.int64)
+        self._episodes[rows] += 1
+        seeds = np.array([world_seed(self._seeds[i], int(self._episodes[i])) for i in rows], np.int64)
+        w, h = self.area
+        k = len(rows)
+        noise = np.empty((k, 5, w, h))
+        perms = np.empty((k, 256), np.int64)
+        grads = np.empty((k, 256), np.int64)
+        kernels.reset_noise(self.state.key, self.state.pos, rows, seeds, _GRAD_LEN, noise, perms, grads)
+        # worldgen.generate_world's numpy part, row by row exactly as it runs it (np.exp included).
+        start, water, mountain = (np.empty((k, w, h)) for _ in range(3))
+        for i in range(k):
+            start[i], water[i], mountain[i] = worldgen.smooth_fields(noise[i], w // 2, h // 2)
+        view = np.zeros((self.num_envs, *self.view_shape), np.uint8)
+        vector = np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32)
+        kernels.reset_world(
+            self.state, rows, perms, grads, start, water, mountain, _WORLDGEN_IDS, _CLOCK.cover(0)[0],
+            self.geometry.noise, view, vector,
+        )  # fmt: skip
+        obs.view[rows] = view[rows]
+        obs.vector[rows] = vector[rows]
+
+    def row_state(self, row: int) -> dict[str, Any]:
+        """The hidden state of game ``row`` in crafter's terms, for checking it against a crafter world.
+
+        ``materials`` (crafter's ``_mat_map``), ``objects`` (live objects in crafter's order: kind, x, y,
+        health, then the zombie's cooldown / skeleton's reload / plant's growth / arrow's facing),
+        ``inventory`` and ``achievements`` (dicts), the player's ``facing``, ``sleeping`` and counters,
+        ``step``, ``daylight``, ``chunks`` (chunk keys in the order of crafter's chunk dict) and ``rng``
+        (key, position) as ``RandomState.get_state()`` gives them.
+        """
+        S, e = self.state, int(row)
+        game = S.game[e]
+        objects = []
+        for rec in S.objs[e, : game[kernels.NOBJ]].tolist():
+            if rec[kernels.REMOVED]:
+                continue
+            kind = KINDS[rec[kernels.KIND]]
+            extra: tuple[int, ...] = ()
+            if kind in ("zombie", "skeleton", "plant"):
+                extra = (rec[kernels.COUNTER],)
+            elif kind == "arrow":
+                extra = (rec[kernels.FX], rec[kernels.FY])
+            health = int(game[kernels.INV + RULES.health]) if kind == "player" else rec[kernels.HEALTH]
+            objects.append((kind, rec[kernels.X], rec[kernels.Y], health, *extra))
+        chunks = []
+        order = game[kernels.CHUNK_SEEN + self.geometry.chunks :]
+        for cid in order[: game[kernels.NCHUNKS]]:
+            xmin = int(cid // self.geometry.chunks_y) * CHUNK[0]
+            ymin = int(cid % self.geometry.chunks_y) * CHUNK[1]
+            xmax, ymax = min(xmin + CHUNK[0], self.area[0]), min(ymin + CHUNK[1], self.area[1])
+            chunks.append((xmin, xmax, ymin, ymax))
+        inventory = game[kernels.INV : kernels.INV + len(ITEMS)]
+        achievements = game[kernels.ACH : kernels.ACH + len(ACHIEVEMENTS)]
+        flt = S.flt[e]
+        return {
+            "materials": S.mat[e].copy(),
+            "objects": objects,
+            "inventory": {name: int(v) for name, v in zip(ITEMS, inventory, strict=True)},
+            "achievements": {name: int(v) for name, v in zip(ACHIEVEMENTS, achievements, strict=True)},
+            "facing": (int(game[kernels.FACE_X]), int(game[kernels.FACE_Y])),
+            "sleeping": bool(game[kernels.SLEEPING]),
+            "last_health": int(game[kernels.LAST_HEALTH]),
+            "hunger": float(flt[kernels.HUNGER]),
+            "thirst": float(flt[kernels.THIRST]),
+            "fatigue": int(game[kernels.FATIGUE]),
+            "recover": float(flt[kernels.RECOVER]),
+            "step": int(game[kernels.STEP]),
+            "daylight": float(flt[kernels.DAYLIGHT]),
+            "chunks": chunks,
+            "rng": (S.key[e].copy(), int(S.pos[e])),
+        }
