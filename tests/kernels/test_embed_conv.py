@@ -78,8 +78,8 @@ def policy(tmp_path_factory):
     model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
     rng = np.random.default_rng(0)
     obs = {
-        "view": torch.as_tensor(rng.integers(0, N_IDS, size=(16, *env.observation_space["view"].shape))),
-        "vector": torch.as_tensor(rng.integers(0, 9, size=(16, 22)).astype(np.float32)),
+        "view": torch.as_tensor(rng.integers(0, N_IDS, size=(300, *env.observation_space["view"].shape))),
+        "vector": torch.as_tensor(rng.integers(0, 9, size=(300, 22)).astype(np.float32)),
     }
     return model, prepare_and_normalize_obs(model, obs), sf_cfg
 
@@ -92,17 +92,19 @@ def _plain_encoder_forward(encoder, obs):
     return encoder.fuse[1](encoder.fuse[0](torch.cat([x, v], dim=1)))
 
 
-def test_policy_outputs_and_gradients_equal_its_plain_layer_stack(policy, monkeypatch):
+@pytest.mark.parametrize("batch", [16, 300])  # up to the hidden width (256) and past it: two flattenings
+def test_policy_outputs_and_gradients_equal_its_plain_layer_stack(policy, monkeypatch, batch):
     """The encoder's forward (table gathers, in-place ELUs, fused linear layers) is the same function of the
     same parameters as the nn layers it holds: outputs and every parameter's gradient agree."""
     model, obs, sf_cfg = policy
+    obs = {key: value[:batch] for key, value in obs.items()}
     monkeypatch.setitem(cpu.CPU_CHOICE, "embed_conv", "tables")
     encoder = model.encoder
     results = []
     for forward in (encoder.forward, lambda o: _plain_encoder_forward(encoder, o)):
         monkeypatch.setattr(encoder, "forward", forward)
         model.zero_grad()
-        out = model(dict(obs), torch.zeros(16, get_rnn_size(sf_cfg)))
+        out = model(dict(obs), torch.zeros(batch, get_rnn_size(sf_cfg)))
         gen = torch.Generator().manual_seed(1)
         loss = (out["action_logits"] * torch.randn(out["action_logits"].shape, generator=gen)).sum()
         (loss + (out["values"] * torch.randn(out["values"].shape, generator=gen)).sum()).backward()

@@ -54,7 +54,6 @@ class SymbolicEncoder(Encoder):
         self.vector = FusedLinearAct(vector.shape[0], VECTOR_DIM, "elu")
         hidden = int(cfg.rlgpt_hidden_size)
         self.fuse = FusedLinearAct(CONV_CHANNELS * height * width + VECTOR_DIM, hidden, "elu")
-        self.conv_shape = (CONV_CHANNELS, height, width)
         self.out_size = hidden
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -65,16 +64,18 @@ class SymbolicEncoder(Encoder):
         # ELUs run in place so that their backward reads the output instead of recomputing exp of the input.
         x = F.elu_(kernels.embed_conv(ids, self.embed.weight, conv1.weight, conv1.bias))
         x = F.elu_(conv2(x))
-        # Features in (h, w, c) order: a free view of channels-last memory, where (c, h, w) order (what the
-        # fuse layer's columns were laid out for) would copy the activations; the columns are reordered to
-        # match instead (the same function of the same parameters).
-        x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
         # Counts run 0..9 and beyond; log1p keeps them in a range an MLP handles without input normalization.
         v = self.vector(torch.log1p(obs_dict["vector"].float().clamp_min(0)))
         linear = self.fuse[0]
-        n_conv, (channels, height, width) = x.shape[1], self.conv_shape
-        conv_columns = linear.weight[:, :n_conv].unflatten(1, (channels, height, width))
+        if x.shape[0] <= linear.weight.shape[0] or not x.is_contiguous(memory_format=torch.channels_last):
+            return self.fuse(torch.cat([x.flatten(1), v], dim=1))
+        # A large batch in channels-last memory: its (c, h, w)-order flattening (what the fuse layer's columns
+        # are laid out for) would copy more than the weight has, so the features are taken in (h, w, c)
+        # order, a free view, and the weight's columns reordered to match: the same function.
+        n_conv = x[0].numel()
+        conv_columns = linear.weight[:, :n_conv].unflatten(1, tuple(x.shape[1:]))
         weight = torch.cat([conv_columns.permute(0, 2, 3, 1).flatten(1), linear.weight[:, n_conv:]], dim=1)
+        x = x.permute(0, 2, 3, 1).flatten(1)
         return kernels.linear_act(torch.cat([x, v], dim=1), weight, linear.bias, "elu")
 
     def get_out_size(self) -> int:
