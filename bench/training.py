@@ -179,12 +179,13 @@ def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | No
 def sf_roles(sf_log: Path) -> dict[int, str]:
     """pid -> role (``learner``, ``inference``, ``rollout``) of a Sample Factory run's child processes,
     from the lines each process writes to ``sf_log.txt`` (every line carries its pid)."""
-    # The first line only that process writes: the learner's start, the inference worker's first weight
-    # update, a rollout worker's env runner.
+    # Lines only that process writes: the learner's start, the inference worker's weight updates, a
+    # rollout worker's env runner (batched sampling) or its stop.
     markers = {
         "LearnerWorker_p": "learner",
         "Updated weights for policy": "inference",
         "EnvRunner ": "rollout",
+        "Stopping RolloutWorker_w": "rollout",  # the per-env (gym) runner logs no EnvRunner line
     }
     roles: dict[int, str] = {}
     if not sf_log.exists():

@@ -74,6 +74,11 @@ class PPOConfig:
     """Gradient clipping norm."""
     hidden_size: int = 256
     """Width of the policy's torso."""
+    encoder_precision: str = "fp32"
+    """Arithmetic of the policy's encoder (embedding, convolutions, torso: nearly all of its work), in the
+    learner and in inference alike: ``fp32``, or ``bf16`` (autocast to bfloat16; its output returns to
+    float32 before the action and value heads and the loss). ``bf16`` changes the numbers, not the
+    function; it pays off on CPUs with bfloat16 dot products (AVX512-BF16, AMX) and GPUs."""
     async_rl: bool = True
     """Asynchronous sampling and learning (APPO); ``False`` alternates them."""
     max_policy_lag: int = 50
@@ -251,6 +256,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         ),
         (cfg.ppo.num_epochs >= 1, "ppo.num_epochs must be >= 1"),
         (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
+        (cfg.ppo.encoder_precision in ("fp32", "bf16"), "ppo.encoder_precision must be 'fp32' or 'bf16'"),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),

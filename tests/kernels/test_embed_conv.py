@@ -8,7 +8,7 @@ from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
 from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
 
-from rlgpt.config import builtin_config_path, load_config
+from rlgpt.config import ConfigError, builtin_config_path, load_config
 from rlgpt.envs.crafter import N_IDS, CrafterEnv
 from rlgpt.kernels import cpu, dispatch, reference
 from rlgpt.rl.model import register_model
@@ -116,3 +116,34 @@ def test_policy_outputs_and_gradients_equal_its_plain_layer_stack(policy, monkey
     assert grads.keys() == grads_ref.keys() == {n for n, p in model.named_parameters() if p.requires_grad}
     for name, grad in grads_ref.items():
         torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_bf16_encoder_is_the_same_function_in_bfloat16(tmp_path):
+    """ppo.encoder_precision=bf16: the encoder autocasts to bfloat16 (close to float32, not equal) and hands
+    float32 features to the heads, in training (gradients flow to every parameter) and inference alike."""
+    cfg = load_config(builtin_config_path("main.yaml"))
+    env = CrafterEnv(obs_mode="symbolic")
+    models = {}
+    for precision in ("fp32", "bf16"):
+        cfg.ppo.encoder_precision = precision
+        sf_cfg = build_sf_config(cfg, tmp_path / precision, register_task_env(cfg.task))
+        assert sf_cfg.rlgpt_encoder_precision == precision
+        register_model()
+        torch.manual_seed(0)
+        models[precision] = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
+    rng = np.random.default_rng(0)
+    obs = {
+        "view": torch.as_tensor(rng.integers(0, N_IDS, size=(300, *env.observation_space["view"].shape))),
+        "vector": torch.as_tensor(rng.integers(0, 9, size=(300, 22)).astype(np.float32)),
+    }
+    features = {}
+    for precision, model in models.items():
+        out = model.encoder(prepare_and_normalize_obs(model, dict(obs)))
+        assert out.dtype == torch.float32
+        out.square().sum().backward()
+        assert all(p.grad is not None and p.grad.isfinite().all() for p in model.encoder.parameters())
+        features[precision] = out.detach()
+    assert not torch.equal(features["bf16"], features["fp32"])  # it did compute in bfloat16
+    torch.testing.assert_close(features["bf16"], features["fp32"], atol=0.05, rtol=0.05)
+    with pytest.raises(ConfigError, match="ppo.encoder_precision"):
+        load_config(None, ["ppo.encoder_precision=fp16"])

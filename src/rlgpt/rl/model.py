@@ -54,9 +54,17 @@ class SymbolicEncoder(Encoder):
         self.vector = FusedLinearAct(vector.shape[0], VECTOR_DIM, "elu")
         hidden = int(cfg.rlgpt_hidden_size)
         self.fuse = FusedLinearAct(CONV_CHANNELS * height * width + VECTOR_DIM, hidden, "elu")
+        # getattr: configs of runs trained before the knob existed lack it (they ran in float32).
+        self.bf16 = getattr(cfg, "rlgpt_encoder_precision", "fp32") == "bf16"
         self.out_size = hidden
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not self.bf16:
+            return self._forward(obs_dict)
+        with torch.autocast(obs_dict["vector"].device.type, dtype=torch.bfloat16):
+            return self._forward(obs_dict).float()
+
+    def _forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = obs_dict["view"].long().clamp_(0, self.n_ids - 1)
         conv1, conv2 = self.conv[0], self.conv[2]
         # = self.conv(self.embed(ids).permute(0, 3, 1, 2)), computed as `rlgpt.kernels.embed_conv` (on CPU

@@ -277,6 +277,7 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_obs_mode", default="symbolic", type=str)
     parser.add_argument("--rlgpt_episode_length", default=None, type=int)
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
+    parser.add_argument("--rlgpt_encoder_precision", default="fp32", type=str, help="fp32 or bf16")
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
     parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)

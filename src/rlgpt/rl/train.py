@@ -82,6 +82,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--max_grad_norm={p.max_grad_norm}",
         f"--max_policy_lag={p.max_policy_lag}",
         f"--rlgpt_hidden_size={p.hidden_size}",
+        f"--rlgpt_encoder_precision={p.encoder_precision}",
         f"--rlgpt_obs_mode={cfg.env.obs_mode}",
         f"--rlgpt_episode_length={cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length}",
         f"--save_every_sec={cfg.save_every_sec}",
