@@ -250,8 +250,11 @@ def embed_conv(
 ) -> torch.Tensor:
     """3x3 convolution (padding 1) of an id grid's embedding, ``[B, H, W]`` -> ``[B, C, H, W]`` (see
     :func:`rlgpt.kernels.reference.embed_conv`). On CUDA cuDNN's convolution (no Triton kernel: the
-    table gather is a CPU saving, where it replaces the convolution's multiply-adds with additions)."""
-    if ids.is_cuda:
+    table gather is a CPU saving, where it replaces the convolution's multiply-adds with additions), and on
+    CPU under bfloat16 autocast too: oneDNN's bfloat16 convolution beats the float32 gather there (learner
+    step at batch 1024: 65 vs 76 us per sample, against 109 for the float32 gather and 134 for the float32
+    convolution; bench/RESULTS.md, "Learner step")."""
+    if ids.is_cuda or torch.is_autocast_enabled("cpu"):
         return reference.embed_conv(ids, embed_weight, conv_weight, conv_bias)
     impl = _cpu_impl("embed_conv", {"eager": reference.embed_conv, "tables": cpu.embed_conv_tables})
     return impl(ids, embed_weight, conv_weight, conv_bias)
