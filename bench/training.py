@@ -1,11 +1,14 @@
 """Training throughput and sample efficiency: rlgpt vs Sample Factory's defaults vs a synchronous PPO.
 
-Three trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
+Four trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
 length 1000), the same network (`rlgpt.rl.model`'s encoder + Sample Factory's heads), the same budget and
 seed, run one after the other, each in a fresh child process:
 
 - ``rlgpt``: `rlgpt.rl.train.train` with ``configs/main.yaml``, what
-  ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards).
+  ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards): the batch env
+  backend (`rlgpt.rl.sf_batch`, games stepped by the compiled engine).
+- ``rlgpt_gym``: the same with the per-env backend and 2 rollout workers x 8 envs, the design
+  ``configs/main.yaml`` ran before the batch backend (one Python task env per game).
 - ``sf_default``: the same trainer with every Sample Factory flag rlgpt sets put back to Sample Factory's
   own default (workers, envs per worker, rollout, batch, epochs, learning rate, clipping, entropy, policy
   lag, CPU affinity, ...), except what running this env and this network needs: the env and its
@@ -42,10 +45,11 @@ import psutil
 from rlgpt.config import builtin_config_path
 from rlgpt.tracking import read_curve, read_metrics
 
-TRAINERS = ("rlgpt", "sf_default", "sync_ppo")
+TRAINERS = ("rlgpt", "rlgpt_gym", "sf_default", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
 LABELS = {
     "rlgpt": "rlgpt train (configs/main.yaml)",
+    "rlgpt_gym": "rlgpt train, per-env backend (2 workers x 8 envs)",
     "sf_default": "Sample Factory defaults",
     "sync_ppo": "sync PPO (bench/sync_ppo.py)",
 }
@@ -131,6 +135,8 @@ def _train_in_process(
 
     # Sample Factory's defaults include its default sampling: one Python env per SF env (the gym backend).
     backend = ["env.backend=gym"] if trainer == "sf_default" else []
+    if trainer == "rlgpt_gym":  # what `rlgpt train --config configs/main.yaml` ran before the batch backend
+        backend = ["env.backend=gym", "env.num_workers=2", "env.num_envs_per_worker=8"]
     cfg = load_config(config, [*overrides, *backend, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
     extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
     result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)
@@ -296,7 +302,7 @@ def _steps_rows(metrics: Path) -> list[dict[str, str]]:
 
 def _child_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--child", choices=("rlgpt", "sf_default"), required=True)
+    parser.add_argument("--child", choices=("rlgpt", "rlgpt_gym", "sf_default"), required=True)
     parser.add_argument("--config", default=CONFIG)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
