@@ -35,8 +35,12 @@ class EnvConfig:
     num_workers: int = 2
     """Sample Factory rollout worker processes."""
     num_envs_per_worker: int = 8
-    """Games (environments) stepped by each rollout worker (split in two halves for double-buffered
-    sampling)."""
+    """Games (environments) stepped by each rollout worker, in ``worker_num_splits`` equal groups."""
+    worker_num_splits: int = 2
+    """Groups a rollout worker's games are stepped in (Sample Factory's double buffering): with 2, one group
+    steps while the other waits for its actions from the inference worker; with 1, every game waits, but
+    each step and each inference call covers all of them (fewer, larger calls: less per-call overhead,
+    which is what a 2-core box runs short of)."""
     backend: str = "auto"
     """How rollout workers step their games: ``batch`` (each half of a worker's games is one batch stepped
     by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling), ``gym`` (one Python env
@@ -243,8 +247,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.env.num_workers >= 1, "env.num_workers must be >= 1"),
         (cfg.env.backend in ENV_BACKENDS, f"env.backend must be one of {', '.join(ENV_BACKENDS)}"),
         (
-            cfg.env.num_envs_per_worker >= 2 and cfg.env.num_envs_per_worker % 2 == 0,
-            "env.num_envs_per_worker must be an even number >= 2",
+            cfg.env.worker_num_splits >= 1 and cfg.env.num_envs_per_worker % cfg.env.worker_num_splits == 0,
+            "env.num_envs_per_worker must be a multiple of env.worker_num_splits (>= 1)",
         ),
         (cfg.ppo.learning_rate > 0, "ppo.learning_rate must be > 0"),
         (0 < cfg.ppo.gamma <= 1, "ppo.gamma must be in (0, 1]"),

@@ -62,7 +62,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--train_for_env_steps={cfg.steps}",
         f"--num_workers={cfg.env.num_workers}",
         f"--num_envs_per_worker={cfg.env.num_envs_per_worker}",
-        "--worker_num_splits=2",
+        f"--worker_num_splits={cfg.env.worker_num_splits}",
         f"--async_rl={p.async_rl}",
         "--serial_mode=False",
         "--use_rnn=False",
