@@ -24,7 +24,7 @@ Throughput is the env steps between the first row with steps and the last row ov
 them (start-up and the first partial interval left out; the whole run's rate where there is one row).
 Peak RSS is the largest sum of proportional set sizes (PSS: resident memory, each page shared by n
 processes counted 1/n per process) over the child and all its descendants (Sample Factory's workers),
-sampled every 0.1 s: the whole tree's resident footprint.
+sampled every `SAMPLE_S` seconds: the whole tree's resident footprint.
 
     OMP_NUM_THREADS=1 python -m bench --sample-efficiency --seeds 0,1,2
 """
@@ -163,6 +163,10 @@ def steady_rate(rows: list[dict[str, str]]) -> float | None:
     return steps / (float(rows[-1]["wall_time"]) - float(rows[0]["wall_time"]))
 
 
+SAMPLE_S = 0.5
+"""Interval of the measurements taken from outside (PSS, CPU times, new metrics rows). Reading every
+process's smaps is not free: at 0.1 s it took ~15% of a core on the 2-core box, more for the five-process
+Sample Factory trainers than for the one-process baseline."""
 SUCCESS_WINDOW = 32
 """Episodes in every trainer's rolling success (``rlgpt train``'s ``--stats_avg``, `bench.sync_ppo`)."""
 
@@ -259,7 +263,7 @@ def run_trainer(
             if len(rows) != seen_rows:
                 seen_rows, last_cpu = len(rows), dict(latest)
                 first_cpu = first_cpu or dict(latest)
-            time.sleep(0.1)
+            time.sleep(SAMPLE_S)
         wall = time.perf_counter() - start
         stderr = child.stderr.read()
         if child.returncode != 0:
