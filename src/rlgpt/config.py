@@ -22,6 +22,8 @@ from rlgpt.llm.config import LLMConfig
 
 ENV_BACKENDS = ("auto", "batch", "gym")
 """Accepted values of `EnvConfig.backend`."""
+LEARNER_CORES = ("auto", "own", "shared")
+"""Accepted values of `TrainConfig.learner_core`."""
 
 
 @dataclass
@@ -133,6 +135,12 @@ class TrainConfig:
     every process told to stop) before its remaining processes are killed and it ends with the error. A
     process killed while it held one of Sample Factory's shared queue locks leaves that queue locked for
     good, and whoever touches it next (the trainer included) waits forever."""
+    learner_core: str = "auto"
+    """Where Sample Factory's learner runs: ``own`` pins it to the last CPU core this process may use and
+    every other process of the run (trainer, inference, rollout workers) to the rest; ``shared`` lets the
+    OS place all of them; ``auto`` is ``own`` for the batch backend on 2+ cores (its learner needs about a
+    core and the sampling the rest: on 2 cores, the scheduler otherwise keeps waking the sampling processes
+    onto the learner's core) and ``shared`` otherwise (per-env rollout workers need every core)."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
     wandb: bool = False
@@ -266,6 +274,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),
+        (cfg.learner_core in LEARNER_CORES, f"learner_core must be one of {', '.join(LEARNER_CORES)}"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
     ]
     for ok, message in checks:

@@ -2,15 +2,20 @@
 actions): observation, num_frames, reward, episode ends, auto-reset, and the rollout/* episode statistics;
 and how `rlgpt train` picks the backend."""
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 from sample_factory.algo.utils.make_env import make_env_func_batched
 from sample_factory.utils.attr_dict import AttrDict
 
-from rlgpt.config import ConfigError, load_config
+from rlgpt.config import ConfigError, builtin_config_path, load_config
 from rlgpt.envs.crafter import ACTION_NAMES
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.learner import NUM_FRAMES_KEY
@@ -114,3 +119,59 @@ def test_batch_backend_needs_splits_that_fill_training_batches():
         sf_config("env.num_envs_per_worker=48", "ppo.batch_size=1024", "ppo.rollout=64")
     sf_cfg = sf_config("env.num_envs_per_worker=64", "ppo.batch_size=1024", "ppo.rollout=64")
     assert sf_cfg.rlgpt_batch_games == 32
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2+ usable CPU cores")
+@pytest.mark.parametrize(
+    "overrides, own_core",
+    [
+        ((), True),  # auto + batch backend
+        (("env.backend=gym",), False),
+        (("learner_core=shared",), False),
+        (("learner_core=own", "env.backend=gym"), True),
+    ],
+)
+def test_learner_core_resolution(overrides, own_core):
+    core = sf_config(*overrides).rlgpt_learner_core
+    assert core == (max(os.sched_getaffinity(0)) if own_core else -1)
+    with pytest.raises(ConfigError, match="learner_core must be one of auto, own, shared"):
+        load_config(None, ["learner_core=half"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2+ usable CPU cores")
+def test_a_batch_run_gives_the_learner_a_core_of_its_own(tmp_path):
+    """While a batch-backend run trains, its learner runs on the last core and every other process of the
+    run on the others; the trainer gets all its cores back afterwards (checked by its evaluation's)."""
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "rlgpt.cli", "train", "--config", str(builtin_config_path("smoke.yaml")),
+            "--run-dir", str(run_dir), "--steps", "200000", "--set", "eval_episodes=0"]
+    cores = os.sched_getaffinity(0)
+    last = max(cores)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline, learner = time.time() + 240, None
+        while time.time() < deadline and learner is None:
+            log = run_dir / "sf_log.txt"
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            found = [line for line in lines if "LearnerWorker_p0 finished initialization" in line]
+            learner = int(found[0].split("][", 1)[1].split("]", 1)[0]) if found else None
+            assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-2000:]
+            time.sleep(0.5)
+        assert learner is not None, "the learner never started"
+        time.sleep(2)  # the learner pins itself in init(), before it logs that it finished
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert learner in {c.pid for c in children}
+        assert os.sched_getaffinity(learner) == {last}
+        # (what the learner itself starts, e.g. torch's shared-memory manager, shares its core)
+        learners = {learner} | {c.pid for c in psutil.Process(learner).children(recursive=True)}
+        for pid in [proc.pid] + [c.pid for c in children if c.pid not in learners]:
+            try:
+                assert os.sched_getaffinity(pid) == cores - {last}, pid
+            except ProcessLookupError:  # a short-lived helper process that has exited
+                pass
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)

@@ -283,5 +283,6 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)
     parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
     parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")
+    parser.add_argument("--rlgpt_learner_core", default=-1, type=int, help="CPU core of the learner; -1: any")
     parser.add_argument("--rlgpt_batch_games", default=0, type=int,
                         help="games per batch env (the batch backend); 0: one task env per SF env")

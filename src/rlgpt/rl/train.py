@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,12 +153,38 @@ def backend_argv(backend: str, sf_cfg) -> list[str]:
     ]
 
 
+def learner_core(cfg: TrainConfig, backend: str) -> int:
+    """The CPU core the learner gets to itself (`rlgpt.config.TrainConfig.learner_core`), -1 for none."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    own = cfg.learner_core == "own" or (cfg.learner_core == "auto" and backend == "batch")
+    return cores[-1] if own and len(cores) >= 2 else -1
+
+
 def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: Sequence[str] = ()):
     """Parse the Sample Factory config of a run (registers rlgpt's own flags first), with the flags of the
-    env backend it resolves to (:func:`env_backend`)."""
+    env backend it resolves to (:func:`env_backend`) and of the learner's core (:func:`learner_core`)."""
     argv = sf_argv(cfg, run_dir, env_name) + list(extra_argv)
     sf_cfg = _parse_sf_argv(argv)
-    return _parse_sf_argv(argv + backend_argv(env_backend(cfg, sf_cfg), sf_cfg))
+    backend = env_backend(cfg, sf_cfg)
+    argv += backend_argv(backend, sf_cfg) + [f"--rlgpt_learner_core={learner_core(cfg, backend)}"]
+    return _parse_sf_argv(argv)
+
+
+@contextlib.contextmanager
+def _cores_without_the_learners(sf_cfg) -> Iterator[None]:
+    """While Sample Factory's processes start and run: this process, and so every process it spawns
+    (they inherit it), on every allowed core but the learner's; `rlgpt.rl.learner.SMDPLearner` moves the
+    learner onto its core. The trainer's own affinity is restored afterwards (evaluation follows)."""
+    core = int(getattr(sf_cfg, "rlgpt_learner_core", -1))
+    if core < 0:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, before - {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def _parse_sf_argv(argv: list[str]):
@@ -268,8 +295,10 @@ def train(
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    placement = contextlib.ExitStack()
     try:
         smdp_learner.install()
+        placement.enter_context(_cores_without_the_learners(sf_cfg))
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
         # Not runner.register_policy_msg_handler: SF 2.1.1 stores the bare function where it iterates a list.
@@ -296,6 +325,7 @@ def train(
         success = observer._mean(runner, "rollout/success")
         progress.update(steps, observer.fps, success, force=True)
     finally:
+        placement.close()
         signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
