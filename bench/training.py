@@ -7,8 +7,8 @@ seed, run one after the other, each in a fresh child process:
 - ``rlgpt``: `rlgpt.rl.train.train` with ``configs/main.yaml``, what
   ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards): the batch env
   backend (`rlgpt.rl.sf_batch`, games stepped by the compiled engine).
-- ``rlgpt_gym``: the same with the per-env backend and 2 rollout workers x 8 envs, the design
-  ``configs/main.yaml`` ran before the batch backend (one Python task env per game).
+- ``rlgpt_gym``: the same with the per-env backend, 2 rollout workers x 8 envs in two splits and a float32
+  encoder: the design ``configs/main.yaml`` ran before the batch backend (one Python task env per game).
 - ``sf_default``: the same trainer with every Sample Factory flag rlgpt sets put back to Sample Factory's
   own default (workers, envs per worker, rollout, batch, epochs, learning rate, clipping, entropy, policy
   lag, CPU affinity, ...), except what running this env and this network needs: the env and its
@@ -49,7 +49,7 @@ TRAINERS = ("rlgpt", "rlgpt_gym", "sf_default", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
 LABELS = {
     "rlgpt": "rlgpt train (configs/main.yaml)",
-    "rlgpt_gym": "rlgpt train, per-env backend (2 workers x 8 envs)",
+    "rlgpt_gym": "rlgpt train, before: per-env backend, 2 workers x 8 envs, fp32",
     "sf_default": "Sample Factory defaults",
     "sync_ppo": "sync PPO (bench/sync_ppo.py)",
 }
@@ -137,6 +137,7 @@ def _train_in_process(
     backend = ["env.backend=gym"] if trainer == "sf_default" else []
     if trainer == "rlgpt_gym":  # what `rlgpt train --config configs/main.yaml` ran before the batch backend
         backend = ["env.backend=gym", "env.num_workers=2", "env.num_envs_per_worker=8"]
+        backend += ["env.worker_num_splits=2", "ppo.encoder_precision=fp32"]
     cfg = load_config(config, [*overrides, *backend, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
     extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
     result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)

@@ -70,7 +70,7 @@ def test_float32_at_the_policy_shape_and_the_dispatcher_uses_the_measured_choice
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    cfg = load_config(builtin_config_path("main.yaml"))
+    cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=fp32"])
     sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("run") / "policy", register_task_env(cfg.task))
     register_model()
     env = CrafterEnv(obs_mode="symbolic")
