@@ -8,14 +8,14 @@
 Sections (``--only`` takes their names): ``env`` (env steps/s, symbolic vs the reference without
 rendering, pixels vs the reference with it), ``engine`` (the compiled batched engine vs the same games on
 symbolic CrafterEnvs, dead games reset; `bench.engine_throughput`), ``training`` (training env steps/s of
-rlgpt and of Sample Factory's defaults vs a synchronous PPO, with each process tree's peak RSS;
-`bench.training`), ``kernels`` (fused ops vs eager vs ``torch.compile`` at the learner's shapes),
-``macro`` (primitive steps/s through a macro vs direct), ``llm`` (embedded LLM tokens/s), ``envpool``
-(Sample Factory training vs raw stepping on envpool; `FULL_ONLY`: ``--quick`` runs it only when ``--only``
-names it). Every row names the machine it ran on. Timings are printed, never asserted; on a loaded machine
-only the same-run ratios mean something. ``--sample-efficiency`` is a separate, longer comparison: the
-three trainers over several seeds until rolling success 0.9 (or the budget), reporting env steps/s and the
-env steps it took.
+rlgpt (batch backend; the full run adds its per-env backend) and of Sample Factory's defaults vs a
+synchronous PPO, with each process tree's peak RSS; `bench.training`), ``kernels`` (fused ops vs eager vs
+``torch.compile`` at the learner's shapes), ``macro`` (primitive steps/s through a macro vs direct),
+``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool;
+`FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran on.
+Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
+``--sample-efficiency`` is a separate, longer comparison: the trainers over several seeds until rolling
+success 0.9 (or the budget), reporting env steps/s and the env steps it took.
 """
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ def training_rows(quick: bool) -> list[Row]:
     steps = 10_000 if quick else 100_000
     # Two-second summaries give a short run a few metrics rows to take its rate between.
     overrides = ["summaries_every_sec=2"] if quick else []
-    runs = {t: training.run_trainer(t, steps, seed=0, overrides=overrides) for t in training.TRAINERS}
+    # --quick leaves out the rlgpt variants (more Sample Factory start-ups) to stay under 2 minutes.
+    trainers = [t for t in training.TRAINERS if not (quick and t in ("rlgpt_gym", "rlgpt_fp32"))]
+    runs = {t: training.run_trainer(t, steps, seed=0, overrides=overrides) for t in trainers}
     base = runs["sync_ppo"]
     return [
         Row(
@@ -135,7 +137,7 @@ def training_rows(quick: bool) -> list[Row]:
             "env steps/s",
             f"{runs[t].peak_rss_mb:,.0f} / {base.peak_rss_mb:,.0f} MiB",
         )
-        for t in training.TRAINERS
+        for t in trainers
         if t != base.trainer
     ]
 
@@ -252,8 +254,8 @@ def sample_efficiency_table(runs: list[dict], threshold: float) -> str:
     """Markdown summary of `sample_efficiency`'s runs, one line per trainer."""
     lines = [
         f"| trainer | env steps/s: median [min - max] | ratio vs sync | steps to {threshold} per seed "
-        "| steps to it: median | peak RSS MiB | load avg |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| steps to it: median | CPU ms per 1k steps: median | peak RSS MiB | load avg |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     sync_rate = statistics.median(r["steps_per_s"] for r in runs if r["trainer"] == "sync_ppo")
     for trainer in training.TRAINERS:
@@ -265,21 +267,29 @@ def sample_efficiency_table(runs: list[dict], threshold: float) -> str:
         reached_s = "; ".join("not reached" if x is None else f"{x:,}" for x in reached)
         median = statistics.median(float("inf") if x is None else x for x in reached)
         loads = [r["load_before"] for r in mine] + [r["load_after"] for r in mine]
+        cpu = [sum(r["cpu_ms_per_1k"].values()) for r in mine if r.get("cpu_ms_per_1k")]
+        cpu_s = f"{statistics.median(cpu):,.0f}" if cpu else "-"
         lines.append(
             f"| {training.LABELS[trainer]} | {statistics.median(rates):,.0f} [{min(rates):,.0f} - "
             f"{max(rates):,.0f}] | {statistics.median(rates) / sync_rate:.2f} | {reached_s} | "
-            f"{'not reached' if median == float('inf') else f'{median:,.0f}'} | "
+            f"{'not reached' if median == float('inf') else f'{median:,.0f}'} | {cpu_s} | "
             f"{max(r['peak_rss_mb'] for r in mine):,.0f} | {min(loads):.1f}-{max(loads):.1f} |"
         )
     return "\n".join(lines)
 
 
-def sample_efficiency(seeds: list[int], steps: int, threshold: float, json_out: str | None) -> None:
-    """The three trainers, seed by seed, each until rolling success ``threshold`` (or ``steps``)."""
+def sample_efficiency(
+    seeds: list[int],
+    steps: int,
+    threshold: float,
+    json_out: str | None,
+    trainers: tuple[str, ...] = training.TRAINERS,
+) -> None:
+    """The ``trainers``, seed by seed, each until rolling success ``threshold`` (or ``steps``)."""
     print(f"machine: {machine()}; {steps:,} steps per run at most, stop at rolling success {threshold}")
     runs: list[dict] = []
     for seed in seeds:
-        for trainer in training.TRAINERS:
+        for trainer in trainers:
             load = os.getloadavg()[0]
             run = training.run_trainer(trainer, steps, seed, stop_at_success=threshold, threshold=threshold)
             runs.append(
@@ -303,14 +313,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sample-efficiency",
         action="store_true",
-        help="instead of the table: the three trainers to rolling success 0.9 over --seeds",
+        help="instead of the table: every trainer to rolling success 0.9 over --seeds",
     )
     parser.add_argument("--seeds", default="0,1,2", help="--sample-efficiency seeds")
     parser.add_argument("--steps", type=int, default=300_000, help="--sample-efficiency budget per run")
     parser.add_argument("--threshold", type=float, default=0.9, help="--sample-efficiency success target")
+    parser.add_argument(
+        "--trainers",
+        default=",".join(training.TRAINERS),
+        help=f"--sample-efficiency trainers, comma-separated (default: {', '.join(training.TRAINERS)})",
+    )
     args = parser.parse_args(argv)
     if args.sample_efficiency:
-        sample_efficiency([int(s) for s in args.seeds.split(",")], args.steps, args.threshold, args.json)
+        trainers = tuple(args.trainers.split(","))
+        unknown = [t for t in trainers if t not in training.TRAINERS]
+        if unknown or "sync_ppo" not in trainers:
+            parser.error(
+                f"--trainers: choose from {', '.join(training.TRAINERS)}, sync_ppo (the baseline) "
+                f"included; got {args.trainers!r}"
+            )
+        seeds = [int(s) for s in args.seeds.split(",")]
+        sample_efficiency(seeds, args.steps, args.threshold, args.json, trainers)
         return 0
     names = (
         args.only.split(",") if args.only else [n for n in SECTIONS if not args.quick or n not in FULL_ONLY]

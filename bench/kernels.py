@@ -21,6 +21,9 @@ Ops (the learner's hot path for rlgpt's symbolic Crafter policy, ``configs/main.
 - ``gae``: advantages + returns (+ normalization) over batch/64 trajectories of rollout 64; the baseline
   ``sf`` is Sample Factory's TorchScript ``gae_advantages`` plus the returns and normalization passes.
 - ``ppo``: PPO clipped policy + value loss, forward and backward.
+- ``embed_conv``: the encoder's embedding + first 3x3 convolution (``eager``: ``nn.Embedding`` then
+  ``Conv2d``; ``tables``: the same function as gathers of per-offset tables, CPU only), forward and
+  backward.
 
 Timings are medians over rounds that interleave the candidates (a shared box drifts; interleaving keeps
 the ratios fair); ratios are against the first candidate of the same row, measured in the same run.
@@ -39,8 +42,9 @@ from dataclasses import dataclass
 import torch
 from sample_factory.algo.utils.rl_utils import gae_advantages
 
+from rlgpt.envs.crafter import N_IDS
 from rlgpt.kernels import cpu, dispatch, reference
-from rlgpt.rl.model import CONV_CHANNELS, VECTOR_DIM
+from rlgpt.rl.model import CONV_CHANNELS, EMBED_DIM, VECTOR_DIM
 
 VIEW_SHAPE = (7, 9)  # rlgpt's symbolic Crafter view (rlgpt.envs.crafter.CrafterEnv, obs_mode="symbolic")
 VECTOR_SIZE = 22
@@ -102,6 +106,24 @@ def linear_case(batch: int, k: int, n: int, layer_norm: bool, device: torch.devi
     return step
 
 
+def embed_conv_case(batch: int, device: torch.device):
+    """The encoder's embedding + first 3x3 convolution, forward + backward (embedding, weight, bias)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    ids = torch.randint(0, N_IDS, (batch, *VIEW_SHAPE), device=device, generator=gen)
+    embed = torch.randn(N_IDS, EMBED_DIM, device=device, generator=gen, requires_grad=True)
+    weight = (torch.randn(CONV_CHANNELS, EMBED_DIM, 3, 3, device=device, generator=gen) / 12).requires_grad_()
+    bias = torch.zeros(CONV_CHANNELS, device=device, requires_grad=True)
+    dy = torch.randn(batch, CONV_CHANNELS, *VIEW_SHAPE, device=device, generator=gen)
+
+    def step(fn: Callable) -> Callable[[], object]:
+        def run() -> object:
+            return torch.autograd.grad(fn(ids, embed, weight, bias), (embed, weight, bias), dy)
+
+        return run
+
+    return step
+
+
 def gae_case(batch: int, device: torch.device):
     n_env = max(1, batch // ROLLOUT)
     gen = torch.Generator(device=device).manual_seed(0)
@@ -148,7 +170,7 @@ class KernelTiming:
     """One candidate of one op against the op's first candidate (its baseline), timed in the same run."""
 
     op: str
-    """``fuse``, ``fuse+ln``, ``vector``, ``gae`` or ``ppo``."""
+    """``fuse``, ``fuse+ln``, ``vector``, ``gae``, ``ppo`` or ``embed_conv``."""
     batch: int
     """Samples per call."""
     candidate: str
@@ -209,6 +231,11 @@ def candidates(
     if use_triton:
         cands["triton"] = pstep(kernels.ppo_loss)
     rows.append(("ppo", cands))
+    estep = embed_conv_case(batch, device)
+    cands = {"eager": estep(reference.embed_conv)}
+    if not cuda:
+        cands["tables"] = estep(cpu.embed_conv_tables)
+    rows.append(("embed_conv", cands))
     return rows
 
 

@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
                 wall_time=round(now - start, 2),
                 fps=round(fps, 1),
                 success=success,
+                success_episodes=len(successes),
             )
             last_row, last_row_steps = now, global_step
             full = len(successes) == SUCCESS_WINDOW

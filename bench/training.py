@@ -1,11 +1,16 @@
 """Training throughput and sample efficiency: rlgpt vs Sample Factory's defaults vs a synchronous PPO.
 
-Three trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
+Five trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
 length 1000), the same network (`rlgpt.rl.model`'s encoder + Sample Factory's heads), the same budget and
 seed, run one after the other, each in a fresh child process:
 
 - ``rlgpt``: `rlgpt.rl.train.train` with ``configs/main.yaml``, what
-  ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards).
+  ``rlgpt train --config configs/main.yaml`` runs (without its evaluation afterwards): the batch env
+  backend (`rlgpt.rl.sf_batch`, games stepped by the compiled engine).
+- ``rlgpt_fp32``: the same with ``ppo.encoder_precision=fp32`` (what ``auto`` picks on a CPU without
+  native bfloat16): the encoder precision's share of the speed-up, and its effect on sample efficiency.
+- ``rlgpt_gym``: the same with the per-env backend, 2 rollout workers x 8 envs in two splits and a float32
+  encoder: the design ``configs/main.yaml`` ran before the batch backend (one Python task env per game).
 - ``sf_default``: the same trainer with every Sample Factory flag rlgpt sets put back to Sample Factory's
   own default (workers, envs per worker, rollout, batch, epochs, learning rate, clipping, entropy, policy
   lag, CPU affinity, ...), except what running this env and this network needs: the env and its
@@ -21,7 +26,7 @@ Throughput is the env steps between the first row with steps and the last row ov
 them (start-up and the first partial interval left out; the whole run's rate where there is one row).
 Peak RSS is the largest sum of proportional set sizes (PSS: resident memory, each page shared by n
 processes counted 1/n per process) over the child and all its descendants (Sample Factory's workers),
-sampled every 0.1 s: the whole tree's resident footprint.
+sampled every `SAMPLE_S` seconds: the whole tree's resident footprint.
 
     OMP_NUM_THREADS=1 python -m bench --sample-efficiency --seeds 0,1,2
 """
@@ -29,6 +34,7 @@ sampled every 0.1 s: the whole tree's resident footprint.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,12 +45,30 @@ from pathlib import Path
 import psutil
 
 from rlgpt.config import builtin_config_path
-from rlgpt.tracking import read_curve
+from rlgpt.tracking import read_curve, read_metrics
 
-TRAINERS = ("rlgpt", "sf_default", "sync_ppo")
+TRAINERS = ("rlgpt", "rlgpt_fp32", "rlgpt_gym", "sf_default", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
+TRAINER_OVERRIDES = {
+    "rlgpt": [],
+    "rlgpt_fp32": ["ppo.encoder_precision=fp32"],
+    # What `rlgpt train --config configs/main.yaml` ran before the batch backend.
+    "rlgpt_gym": [
+        "env.backend=gym",
+        "env.num_workers=2",
+        "env.num_envs_per_worker=8",
+        "env.worker_num_splits=2",
+        "ppo.encoder_precision=fp32",
+    ],
+    # Sample Factory's defaults include its default sampling (one Python env per SF env: the gym backend)
+    # and float32 arithmetic.
+    "sf_default": ["env.backend=gym", "ppo.encoder_precision=fp32"],
+}
+"""``--set`` overrides of configs/main.yaml per Sample Factory trainer (``sync_ppo`` is its own script)."""
 LABELS = {
     "rlgpt": "rlgpt train (configs/main.yaml)",
+    "rlgpt_fp32": "rlgpt train, float32 encoder",
+    "rlgpt_gym": "rlgpt train, before: per-env backend, 2 workers x 8 envs, fp32",
     "sf_default": "Sample Factory defaults",
     "sync_ppo": "sync PPO (bench/sync_ppo.py)",
 }
@@ -84,9 +108,17 @@ class TrainingRun:
     peak_rss_mb: float
     """Peak resident memory (PSS sum) of the child's whole process tree, MiB."""
     reached: int | None
-    """Env steps at the first metrics row with rolling success >= the threshold (None: not reached)."""
+    """Env steps at the first metrics row whose full rolling window (32 episodes) has success >= the
+    threshold (None: not reached)."""
     final_success: float | None
     """Rolling success of the last metrics row."""
+    cpu_ms_per_1k: dict[str, float]
+    """CPU time (user + system) per 1,000 env steps of each process role over the same rows as
+    ``steps_per_s``: ``main`` (the trainer process), and for Sample Factory ``learner``, ``inference``,
+    ``rollout`` (all rollout workers). Unlike wall time it hardly moves with other jobs on the machine, so
+    ``sum / cores`` bounds what an idle box could do."""
+    load: tuple[float, float]
+    """1-minute load average when the run started and when it ended."""
 
 
 def sf_default_argv(config: str = CONFIG, overrides: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -120,7 +152,8 @@ def _train_in_process(
     from rlgpt.config import load_config
     from rlgpt.rl.train import train
 
-    cfg = load_config(config, [*overrides, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
+    own = TRAINER_OVERRIDES[trainer]
+    cfg = load_config(config, [*overrides, *own, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
     extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
     result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)
     if result.status != 0:
@@ -146,11 +179,63 @@ def steady_rate(rows: list[dict[str, str]]) -> float | None:
     return steps / (float(rows[-1]["wall_time"]) - float(rows[0]["wall_time"]))
 
 
+SAMPLE_S = 0.5
+"""Interval of the measurements taken from outside (PSS, CPU times, new metrics rows). Reading every
+process's smaps is not free: at 0.1 s it took ~15% of a core on the 2-core box, more for the five-process
+Sample Factory trainers than for the one-process baseline."""
+SUCCESS_WINDOW = 32
+"""Episodes in every trainer's rolling success (``rlgpt train``'s ``--stats_avg``, `bench.sync_ppo`)."""
+
+
 def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:
-    """Env steps at the first metrics row whose rolling success is >= ``threshold``."""
+    """Env steps at the first metrics row whose rolling success over a full window is >= ``threshold``
+    (early rows average the few episodes that have ended, which random play can put above it)."""
     return next(
-        (int(r["env_steps"]) for r in rows if r["success"] and float(r["success"]) >= threshold), None
+        (
+            int(r["env_steps"])
+            for r in rows
+            if r["success"]
+            and float(r["success"]) >= threshold
+            and int(r.get("success_episodes") or 0) >= SUCCESS_WINDOW
+        ),
+        None,
     )
+
+
+def sf_roles(sf_log: Path) -> dict[int, str]:
+    """pid -> role (``learner``, ``inference``, ``rollout``) of a Sample Factory run's child processes,
+    from the lines each process writes to ``sf_log.txt`` (every line carries its pid)."""
+    # Lines only that process writes: the learner's start, the inference worker's weight updates, a
+    # rollout worker's env runner (batched sampling) or its stop.
+    markers = {
+        "LearnerWorker_p": "learner",
+        "Updated weights for policy": "inference",
+        "EnvRunner ": "rollout",
+        "Stopping RolloutWorker_w": "rollout",  # the per-env (gym) runner logs no EnvRunner line
+    }
+    roles: dict[int, str] = {}
+    if not sf_log.exists():
+        return roles
+    for line in sf_log.read_text(errors="replace").splitlines():
+        if not line.startswith("[") or "][" not in line:
+            continue
+        pid_text, _, message = line.split("][", 1)[1].partition("] ")
+        for marker, role in markers.items():
+            if message.startswith(marker) and pid_text.isdigit():
+                roles.setdefault(int(pid_text), role)
+    return roles
+
+
+def _cpu_times(proc: psutil.Process) -> dict[int, float]:
+    """pid -> CPU seconds (user + system) of ``proc`` and all its descendants."""
+    out = {}
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
 
 
 def run_trainer(
@@ -175,7 +260,7 @@ def run_trainer(
         argv += ["--config", config, "--steps", str(steps), "--seed", str(seed), "--run-dir", str(run_dir)]
         argv += [f"--set={o}" for o in overrides]
         argv += ["--stop-at-success", str(stop_at_success)] if stop_at_success is not None else []
-        start = time.perf_counter()
+        start, load_before = time.perf_counter(), os.getloadavg()[0]
         child = psutil.Popen(
             argv,
             stdout=subprocess.DEVNULL,
@@ -184,16 +269,33 @@ def run_trainer(
             cwd=Path(__file__).resolve().parents[1],
         )
         peak = 0
+        # CPU times of every process (the last reading of one that has exited) when the first and the last
+        # metrics row with steps appeared: the rows the rate is taken between.
+        metrics, seen_rows, latest, first_cpu, last_cpu = run_dir / "metrics.csv", 0, {}, None, None
         while child.poll() is None:
             peak = max(peak, _tree_rss(child))
-            time.sleep(0.1)
+            latest.update(_cpu_times(child))
+            rows = _steps_rows(metrics)
+            if len(rows) != seen_rows:
+                seen_rows, last_cpu = len(rows), dict(latest)
+                first_cpu = first_cpu or dict(latest)
+            time.sleep(SAMPLE_S)
         wall = time.perf_counter() - start
         stderr = child.stderr.read()
         if child.returncode != 0:
             raise RuntimeError(f"{trainer} exited with {child.returncode}:\n{stderr[-3000:]}")
-        rows = read_curve(run_dir / "metrics.csv")
+        rows = read_curve(metrics)
+        roles = sf_roles(run_dir / "sf_log.txt")
     if not rows:
         raise RuntimeError(f"{trainer} wrote no metrics rows")
+    cpu_ms: dict[str, float] = {}
+    steady = [r for r in rows if int(r["env_steps"]) > 0]
+    window_steps = int(steady[-1]["env_steps"]) - int(steady[0]["env_steps"]) if steady else 0
+    if first_cpu and last_cpu and window_steps > 0:
+        for pid, seconds in last_cpu.items():
+            role = "main" if pid == child.pid else roles.get(pid, "other")
+            used = seconds - first_cpu.get(pid, 0.0)
+            cpu_ms[role] = round(cpu_ms.get(role, 0.0) + used * 1e3 * 1000 / window_steps, 1)
     env_steps = int(rows[-1]["env_steps"])
     last = rows[-1]["success"]
     return TrainingRun(
@@ -205,12 +307,22 @@ def run_trainer(
         peak_rss_mb=round(peak / 2**20, 1),
         reached=steps_to_threshold(rows, threshold),
         final_success=float(last) if last else None,
+        cpu_ms_per_1k=cpu_ms,
+        load=(round(load_before, 2), round(os.getloadavg()[0], 2)),
     )
+
+
+def _steps_rows(metrics: Path) -> list[dict[str, str]]:
+    """Metrics rows with env steps so far (none while the file is not there yet)."""
+    try:
+        return [r for r in read_metrics(metrics) if r.get("env_steps") and int(r["env_steps"]) > 0]
+    except (OSError, ValueError):
+        return []
 
 
 def _child_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--child", choices=("rlgpt", "sf_default"), required=True)
+    parser.add_argument("--child", choices=tuple(TRAINER_OVERRIDES), required=True)
     parser.add_argument("--config", default=CONFIG)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)

@@ -53,6 +53,24 @@ class TaskSpec:
             raise ValueError(f"task {name!r} lists an achievement twice; give each target once")
         return cls(name="+".join(targets), targets=targets, episode_length=episode_length)
 
+    @property
+    def target_indices(self) -> tuple[int, ...]:
+        """Positions of the targets in `ACHIEVEMENTS` (columns of a batch's achievement counts)."""
+        return tuple(ACHIEVEMENTS.index(target) for target in self.targets)
+
+
+def task_outcome(success: Any, dead: Any, at_limit: Any) -> tuple[Any, Any, Any]:
+    """The task's ``(reward, terminated, truncated)`` from whether every target is unlocked (``success``),
+    the player died and the step limit is reached: reward 1.0 at success, termination on success or death,
+    truncation at the limit unless the episode terminated.
+
+    Takes Python bools (`TaskEnv`, one game) or numpy bool arrays (`rlgpt.rl.sf_batch`, a batch of games)
+    and returns the same kind: the one definition of a task's episode end for both.
+    """
+    terminated = success | dead
+    # ``^ True`` negates a Python bool and a numpy bool array alike (``~True`` is -2).
+    return success * 1.0, terminated, at_limit & (terminated ^ True)
+
 
 def _check_achievement(target: str) -> None:
     """Raise a ValueError naming close matches when ``target`` is not a Crafter achievement."""
@@ -100,9 +118,8 @@ class TaskEnv(gymnasium.Wrapper):
         self._steps += 1
         achievements = info["achievements"]
         success = all(achievements[target] > 0 for target in self._task.targets)
-        reward = 1.0 if success else 0.0
-        terminated = success or dead
-        truncated = not terminated and (inner_truncated or self._steps >= self._task.episode_length)
+        at_limit = inner_truncated or self._steps >= self._task.episode_length
+        reward, terminated, truncated = task_outcome(success, dead, at_limit)
         return obs, reward, terminated, truncated, self._task_info(info, success)
 
     def _task_info(self, info: dict[str, Any], success: bool) -> dict[str, Any]:
@@ -142,4 +159,5 @@ __all__ = [
     "TaskEnv",
     "TaskSpec",
     "make_task_env",
+    "task_outcome",
 ]

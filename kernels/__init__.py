@@ -6,6 +6,7 @@ Use the ops through :mod:`rlgpt.kernels.dispatch` (or the re-exports here) and t
 """
 
 from rlgpt.kernels.dispatch import (
+    embed_conv,
     gae,
     get_backend,
     linear_act,
@@ -19,6 +20,7 @@ from rlgpt.kernels.modules import FusedLinearAct
 
 __all__ = [
     "FusedLinearAct",
+    "embed_conv",
     "gae",
     "get_backend",
     "linear_act",

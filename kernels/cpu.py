@@ -169,6 +169,7 @@ CPU_CHOICE: dict[str, str] = {
     "linear_act": "fused_ops",
     "gae": "numba",
     "ppo_loss": "eager",
+    "embed_conv": "tables",
 }
 """The implementation the dispatcher runs on CPU per op, chosen from ``bench/kernels.py`` at the policy's
 shapes (batch 1024-4096, hidden 256, Crafter's 7x9 symbolic view); full numbers in ``bench/RESULTS.md``
@@ -179,3 +180,92 @@ shapes (batch 1024-4096, hidden 256, Crafter's 7x9 symbolic view); full numbers 
 - ``gae``: ``numba`` is 11-73x faster than Sample Factory's TorchScript loop.
 - ``ppo_loss``: ``eager``; ``compiled`` saves ~0.1 ms per minibatch (1.45-1.65x) but its 0.6-4.4 s
   compile needs ~6,000+ minibatches to pay back, ten times what a 300k-step run performs."""
+
+
+# ---------------------------------------------------------------------------------------------- embed_conv
+# A 3x3 conv over embedded ids is linear in the one-hot of each neighbour's id, so it is a sum of table
+# rows: conv(embed(ids))[b, :, y, x] = bias + sum over the 9 offsets k of T[k, ids[b, y + dy_k, x + dx_k]],
+# with T[k] = conv_weight[:, :, k] @ embed_weight.T ([C, n] per offset; neighbours in the zero padding add
+# nothing). T is recomputed from the parameters on every call, so autograd carries its gradient back to
+# both; the gather and its transpose (a scatter-add into T) run as numba loops, ~9 x C additions per cell
+# against the D x 9 x C multiply-adds of the convolution (and of each of its two backward passes).
+
+
+@numba.njit(cache=True, nogil=True)
+def _embed_conv_fwd(ids: np.ndarray, tables: np.ndarray, bias: np.ndarray, out: np.ndarray) -> None:
+    n_b, height, width = ids.shape
+    channels = bias.shape[0]
+    for b in range(n_b):
+        for y in range(height):
+            for x in range(width):
+                acc = out[b, y, x]
+                acc[:] = bias
+                for dy in range(3):
+                    yy = y + dy - 1
+                    if yy < 0 or yy >= height:
+                        continue
+                    for dx in range(3):
+                        xx = x + dx - 1
+                        if xx < 0 or xx >= width:
+                            continue
+                        row = tables[dy * 3 + dx, ids[b, yy, xx]]
+                        for c in range(channels):
+                            acc[c] += row[c]
+
+
+@numba.njit(cache=True, nogil=True)
+def _embed_conv_bwd(ids: np.ndarray, grad: np.ndarray, grad_tables: np.ndarray) -> None:
+    n_b, height, width = ids.shape
+    channels = grad.shape[3]
+    for b in range(n_b):
+        for y in range(height):
+            for x in range(width):
+                g = grad[b, y, x]
+                for dy in range(3):
+                    yy = y + dy - 1
+                    if yy < 0 or yy >= height:
+                        continue
+                    for dx in range(3):
+                        xx = x + dx - 1
+                        if xx < 0 or xx >= width:
+                            continue
+                        row = grad_tables[dy * 3 + dx, ids[b, yy, xx]]
+                        for c in range(channels):
+                            row[c] += g[c]
+
+
+class _TableGather(torch.autograd.Function):
+    """``out[b, y, x] = bias + sum_k tables[k, ids[b, y + dy_k, x + dx_k]]`` (channels last), with the
+    gradients of ``tables`` and ``bias``."""
+
+    @staticmethod
+    def forward(ctx, ids: torch.Tensor, tables: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        ids_np = ids.detach().contiguous().numpy()
+        out = torch.empty((*ids.shape, bias.shape[0]), dtype=tables.dtype)
+        _embed_conv_fwd(ids_np, tables.detach().contiguous().numpy(), bias.detach().numpy(), out.numpy())
+        ctx.save_for_backward(ids)
+        ctx.n_tables = tables.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        (ids,) = ctx.saved_tensors
+        grad = grad_out.contiguous()
+        grad_tables = torch.zeros(ctx.n_tables, dtype=grad.dtype)
+        _embed_conv_bwd(ids.contiguous().numpy(), grad.numpy(), grad_tables.numpy())
+        return None, grad_tables, grad.sum(dim=(0, 1, 2))
+
+
+def embed_conv_tables(
+    ids: torch.Tensor, embed_weight: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor
+) -> torch.Tensor:
+    """:func:`rlgpt.kernels.reference.embed_conv` as table gathers (see above). The result is
+    ``[B, C, H, W]`` in channels-last memory (a permuted view of the ``[B, H, W, C]`` gather), which the
+    next convolution takes as it is."""
+    channels, dim = conv_weight.shape[:2]
+    # T[k, i, c] = sum_d conv_weight[c, d, k] * embed_weight[i, d], for the 9 offsets k = dy * 3 + dx.
+    tables = torch.einsum("cdk,id->kic", conv_weight.reshape(channels, dim, 9), embed_weight)
+    # The gather runs in float32 or float64 (numba has no bfloat16): under bf16 autocast the einsum's
+    # bfloat16 tables are widened here, and autograd narrows their gradient back.
+    dtype = torch.float64 if tables.dtype == torch.float64 else torch.float32
+    return _TableGather.apply(ids, tables.to(dtype), conv_bias.to(dtype)).permute(0, 3, 1, 2)

@@ -243,3 +243,27 @@ def ppo_loss(
     if log_prob.is_cuda:
         return reference.ppo_loss(*args)
     return _cpu_impl("ppo_loss", {"eager": reference.ppo_loss, "compiled": _ppo_loss_compiled})(*args)
+
+
+def embed_conv(
+    ids: torch.Tensor, embed_weight: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor
+) -> torch.Tensor:
+    """3x3 convolution (padding 1) of an id grid's embedding, ``[B, H, W]`` -> ``[B, C, H, W]`` (see
+    :func:`rlgpt.kernels.reference.embed_conv`). On CUDA cuDNN's convolution (no Triton kernel: the
+    table gather is a CPU saving, where it replaces the convolution's multiply-adds with additions), and on
+    CPU under bfloat16 autocast too: oneDNN's bfloat16 convolution beats the float32 gather there (learner
+    step at batch 1024: 65 vs 76 us per sample, against 109 for the float32 gather and 134 for the float32
+    convolution; bench/RESULTS.md, "Learner step")."""
+    if ids.is_cuda or torch.is_autocast_enabled("cpu"):
+        return reference.embed_conv(ids, embed_weight, conv_weight, conv_bias)
+    impl = _cpu_impl("embed_conv", {"eager": reference.embed_conv, "tables": cpu.embed_conv_tables})
+    return impl(ids, embed_weight, conv_weight, conv_bias)
+
+
+def native_bf16(device: str = "cpu") -> bool:
+    """Whether ``device`` does bfloat16 dot products in hardware: any CUDA device, or a CPU with AVX512-BF16
+    or AMX tiles. Elsewhere oneDNN emulates bfloat16 (slower than float32), which is why
+    ``ppo.encoder_precision=auto`` picks float32 there."""
+    if device.startswith("cuda"):
+        return True
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())

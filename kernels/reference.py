@@ -57,6 +57,16 @@ def linear_act(
     return activation(z, act)
 
 
+def embed_conv(
+    ids: torch.Tensor, embed_weight: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor
+) -> torch.Tensor:
+    """A 3x3 convolution (stride 1, zero padding 1) of the embedding of an id grid: ``ids`` ``[B, H, W]``
+    (integers in ``[0, n)``), ``embed_weight`` ``[n, D]``, ``conv_weight`` ``[C, D, 3, 3]``, ``conv_bias``
+    ``[C]`` -> ``[B, C, H, W]``. What ``nn.Conv2d(D, C, 3, padding=1)(nn.Embedding(n, D)(ids).permute(0, 3,
+    1, 2))`` computes: the padding is zeros after the embedding, not the embedding of an id."""
+    return F.conv2d(F.embedding(ids, embed_weight).permute(0, 3, 1, 2), conv_weight, conv_bias, padding=1)
+
+
 def gae(
     rewards: torch.Tensor,
     dones: torch.Tensor,

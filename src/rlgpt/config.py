@@ -20,6 +20,13 @@ import yaml
 from rlgpt.errors import ConfigError
 from rlgpt.llm.config import LLMConfig
 
+ENV_BACKENDS = ("auto", "batch", "gym")
+"""Accepted values of `EnvConfig.backend`."""
+LEARNER_CORES = ("auto", "own", "shared")
+"""Accepted values of `TrainConfig.learner_core`."""
+ENCODER_PRECISIONS = ("auto", "fp32", "bf16")
+"""Accepted values of `PPOConfig.encoder_precision`."""
+
 
 @dataclass
 class EnvConfig:
@@ -32,7 +39,17 @@ class EnvConfig:
     num_workers: int = 2
     """Sample Factory rollout worker processes."""
     num_envs_per_worker: int = 8
-    """Environments stepped by each rollout worker (split in two halves for double-buffered sampling)."""
+    """Games (environments) stepped by each rollout worker, in ``worker_num_splits`` equal groups."""
+    worker_num_splits: int = 2
+    """Groups a rollout worker's games are stepped in (Sample Factory's double buffering): with 2, one group
+    steps while the other waits for its actions from the inference worker; with 1, every game waits, but
+    each step and each inference call covers all of them (fewer, larger calls: less per-call overhead,
+    which is what a 2-core box runs short of)."""
+    backend: str = "auto"
+    """How rollout workers step their games: ``batch`` (each half of a worker's games is one batch stepped
+    by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling), ``gym`` (one Python env
+    per game with the per-env wrappers, `rlgpt.rl.sf_env`; what macros, the LLM's dense reward, observation
+    parts and pixel observations need), or ``auto``: ``batch`` wherever it applies, else ``gym``."""
 
 
 @dataclass
@@ -65,6 +82,13 @@ class PPOConfig:
     """Gradient clipping norm."""
     hidden_size: int = 256
     """Width of the policy's torso."""
+    encoder_precision: str = "fp32"
+    """Arithmetic of the policy's encoder (embedding, convolutions, torso: nearly all of its work), in the
+    learner and in inference alike: ``fp32``, ``bf16`` (autocast to bfloat16; its output returns to
+    float32 before the action and value heads and the loss), or ``auto``: ``bf16`` where the hardware
+    does bfloat16 dot products natively (a CUDA device, or a CPU with AVX512-BF16 or AMX;
+    `rlgpt.kernels.dispatch.native_bf16`), ``fp32`` elsewhere, where bfloat16 is emulated and slower.
+    ``bf16`` changes the numbers, not the function (measured sample efficiency: ``bench/RESULTS.md``)."""
     async_rl: bool = True
     """Asynchronous sampling and learning (APPO); ``False`` alternates them."""
     max_policy_lag: int = 50
@@ -115,6 +139,12 @@ class TrainConfig:
     every process told to stop) before its remaining processes are killed and it ends with the error. A
     process killed while it held one of Sample Factory's shared queue locks leaves that queue locked for
     good, and whoever touches it next (the trainer included) waits forever."""
+    learner_core: str = "auto"
+    """Where Sample Factory's learner runs: ``own`` pins it to the last CPU core this process may use and
+    every other process of the run (trainer, inference, rollout workers) to the rest; ``shared`` lets the
+    OS place all of them; ``auto`` is ``own`` for the batch backend on 2+ cores (its learner needs about a
+    core and the sampling the rest: on 2 cores, the scheduler otherwise keeps waking the sampling processes
+    onto the learner's core) and ``shared`` otherwise (per-env rollout workers need every core)."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
     wandb: bool = False
@@ -227,9 +257,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.env.obs_mode in ("symbolic", "pixels"), "env.obs_mode must be 'symbolic' or 'pixels'"),
         (cfg.env.episode_length is None or cfg.env.episode_length > 0, "env.episode_length must be > 0"),
         (cfg.env.num_workers >= 1, "env.num_workers must be >= 1"),
+        (cfg.env.backend in ENV_BACKENDS, f"env.backend must be one of {', '.join(ENV_BACKENDS)}"),
         (
-            cfg.env.num_envs_per_worker >= 2 and cfg.env.num_envs_per_worker % 2 == 0,
-            "env.num_envs_per_worker must be an even number >= 2",
+            cfg.env.worker_num_splits >= 1 and cfg.env.num_envs_per_worker % cfg.env.worker_num_splits == 0,
+            "env.num_envs_per_worker must be a multiple of env.worker_num_splits (>= 1)",
         ),
         (cfg.ppo.learning_rate > 0, "ppo.learning_rate must be > 0"),
         (0 < cfg.ppo.gamma <= 1, "ppo.gamma must be in (0, 1]"),
@@ -241,11 +272,16 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         ),
         (cfg.ppo.num_epochs >= 1, "ppo.num_epochs must be >= 1"),
         (cfg.ppo.hidden_size >= 8, "ppo.hidden_size must be >= 8"),
+        (
+            cfg.ppo.encoder_precision in ENCODER_PRECISIONS,
+            f"ppo.encoder_precision must be one of {', '.join(ENCODER_PRECISIONS)}",
+        ),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),
+        (cfg.learner_core in LEARNER_CORES, f"learner_core must be one of {', '.join(LEARNER_CORES)}"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
     ]
     for ok, message in checks:

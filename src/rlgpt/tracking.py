@@ -20,6 +20,7 @@ METRIC_FIELDS = (
     "wall_time",
     "fps",
     "success",
+    "success_episodes",
     "episode_reward",
     "episode_steps",
     "episode_decisions",
@@ -29,8 +30,9 @@ METRIC_FIELDS = (
 """``env_steps`` counts primitive (game) steps exactly, a macro call that ran k steps counting k;
 ``decisions`` counts policy decisions (fewer than ``env_steps`` when macros run); ``fps`` is primitive steps
 per second; ``success``, ``episode_reward``, ``episode_steps`` (primitive) and ``episode_decisions`` are means
-over the last episodes; ``session`` numbers the trainer processes of a resumed run and ``resumed_from`` is
-the checkpoint's ``env_steps`` a session started from (rows of earlier sessions past it are superseded)."""
+over the last episodes, ``success_episodes`` of them (the rolling window, 32, once that many have ended);
+``session`` numbers the trainer processes of a resumed run and ``resumed_from`` is the checkpoint's
+``env_steps`` a session started from (rows of earlier sessions past it are superseded)."""
 
 
 class MetricsLog:

@@ -31,6 +31,7 @@ QUICK_ROWS = {
     ("kernel gae (batch 1024)", "eager"),
     ("kernel gae (batch 1024)", "fused_ops"),
     ("kernel gae (batch 1024)", "numba"),
+    ("kernel embed_conv (batch 1024)", "tables"),
     ("macro overhead", "macro_replay"),
     ("macro overhead", "macro_api"),
     ("LLM tokens/s", "qwen2.5-coder-0.5b generation"),
@@ -85,12 +86,12 @@ def test_sf_default_puts_rlgpts_flags_back_to_sample_factory_defaults():
     )
 
 
-def test_curve_helpers_leave_out_start_up_and_find_the_first_row_at_the_threshold():
+def test_curve_helpers_leave_out_start_up_and_find_the_first_full_window_at_the_threshold():
     rows = [
-        dict(env_steps="0", wall_time="5", success=""),
-        dict(env_steps="1000", wall_time="10", success="0.5"),
-        dict(env_steps="5000", wall_time="12", success="0.95"),
-        dict(env_steps="9000", wall_time="14", success="0.8"),
+        dict(env_steps="0", wall_time="5", success="", success_episodes="0"),
+        dict(env_steps="1000", wall_time="10", success="1.0", success_episodes="3"),  # 3 lucky episodes
+        dict(env_steps="5000", wall_time="12", success="0.95", success_episodes="32"),
+        dict(env_steps="9000", wall_time="14", success="0.8", success_episodes="32"),
     ]
     assert steady_rate(rows) == 8000 / 4
     assert steady_rate(rows[:2]) is None
@@ -124,3 +125,13 @@ def test_sample_efficiency_table_reports_unreached_runs_and_ratios_to_the_sync_b
     )
     assert "not reached; not reached | not reached |" in lines["Sample Factory defaults"]
     assert "| 1.00 |" in lines["sync PPO (bench/sync_ppo.py)"]
+
+
+@pytest.mark.parametrize("trainers", ["rlgpt", "nope,sync_ppo"])
+def test_sample_efficiency_refuses_unknown_trainers_or_no_baseline(trainers, capsys):
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--sample-efficiency", "--trainers", trainers])
+    assert exc.value.code == 2
+    assert "--trainers" in capsys.readouterr().err

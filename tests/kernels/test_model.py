@@ -20,7 +20,7 @@ from rlgpt.rl.train import build_sf_config
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     """The policy `make run` trains (configs/main.yaml: hidden 256), on a batch of 3 random observations."""
-    cfg = load_config(builtin_config_path("main.yaml"))
+    cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=fp32"])  # the kernels' dtype
     sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("run") / "policy", register_task_env(cfg.task))
     register_model()
     env = CrafterEnv(obs_mode="symbolic")

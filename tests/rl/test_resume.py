@@ -1,6 +1,7 @@
 """A training run killed with SIGKILL continues from its last checkpoint when the same command is re-run."""
 
 import glob
+import json
 import os
 import re
 import signal
@@ -137,6 +138,7 @@ def test_sigkill_then_same_command_resumes(tmp_path):
 
     log = (run_dir / "sf_log.txt").read_text()
     assert "Loaded experiment state" in log
+    assert json.loads((run_dir / "config.json").read_text())["batched_sampling"], "not the batch backend"
     rows_after = read_metrics(run_dir / "metrics.csv")
     assert rows_after[: len(rows_before)] == rows_before, "rows logged before the kill were lost"
     resumed = [r for r in rows_after if r["session"] == "1"]

@@ -13,6 +13,7 @@ from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate, plot_learning_curves
+from rlgpt.rl.sf_env import episode_stats
 from rlgpt.rl.train import train
 from rlgpt.tracking import read_metrics
 
@@ -82,7 +83,18 @@ def test_evaluate_writes_json_and_chart(trained_run):
     events.Reload()
     tags = events.Tags()["scalars"]
     assert "eval/success_rate" in tags
-    assert any(t.startswith("train/") for t in tags) and "rollout/success" in tags
+    assert any(t.startswith("train/") for t in tags)
+    # Every rollout/* episode statistic of the per-env path, here from the batch backend.
+    stat_keys = episode_stats(0.0, 0, 0, np.zeros(len(ACHIEVEMENTS)))
+    assert set(stat_keys) <= set(tags), sorted(set(stat_keys) - set(tags))
+
+
+def test_smoke_config_trains_with_the_batch_backend(trained_run):
+    """`env.backend: auto` put this run's games into batches (Sample Factory's batched sampling)."""
+    _, result = trained_run
+    sf_config = json.loads((result.run_dir / rundir.SF_CONFIG).read_text())
+    assert sf_config["batched_sampling"] is True
+    assert (sf_config["num_envs_per_worker"], sf_config["rlgpt_batch_games"]) == (2, 2)
 
 
 def test_policy_is_seeded(trained_run):

@@ -21,6 +21,7 @@ method, hence the version pin in `install`.
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import version
 from typing import Any
 
@@ -88,6 +89,13 @@ class SMDPLearner(Learner):
         """Transitions (policy decisions) trained on, counting earlier sessions."""
         self._batch_frames = 0
         self._batch_decisions = 0
+
+    def init(self):
+        # In the learner process: the core `rlgpt.rl.train` kept free for it (getattr: older run configs).
+        core = int(getattr(self.cfg, "rlgpt_learner_core", -1))
+        if core >= 0:
+            os.sched_setaffinity(0, {core})
+        return super().init()
 
     def _get_checkpoint_dict(self) -> dict[str, Any]:
         checkpoint = super()._get_checkpoint_dict()

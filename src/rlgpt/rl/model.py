@@ -8,12 +8,14 @@ an MLP. Pixel observations fall back to Sample Factory's default encoders.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from sample_factory.algo.utils.context import global_model_factory
 from sample_factory.model.encoder import Encoder, default_make_encoder_func
 from sample_factory.utils.typing import Config, ObsSpace
 from torch import nn
 
+from rlgpt import kernels
 from rlgpt.kernels.modules import FusedLinearAct
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 
@@ -52,15 +54,37 @@ class SymbolicEncoder(Encoder):
         self.vector = FusedLinearAct(vector.shape[0], VECTOR_DIM, "elu")
         hidden = int(cfg.rlgpt_hidden_size)
         self.fuse = FusedLinearAct(CONV_CHANNELS * height * width + VECTOR_DIM, hidden, "elu")
+        # getattr: configs of runs trained before the knob existed lack it (they ran in float32).
+        self.bf16 = getattr(cfg, "rlgpt_encoder_precision", "fp32") == "bf16"
         self.out_size = hidden
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not self.bf16:
+            return self._forward(obs_dict)
+        with torch.autocast(obs_dict["vector"].device.type, dtype=torch.bfloat16):
+            return self._forward(obs_dict).float()
+
+    def _forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = obs_dict["view"].long().clamp_(0, self.n_ids - 1)
-        x = self.embed(ids).permute(0, 3, 1, 2)  # B,H,W,E -> B,E,H,W
-        x = self.conv(x).flatten(1)
+        conv1, conv2 = self.conv[0], self.conv[2]
+        # = self.conv(self.embed(ids).permute(0, 3, 1, 2)), computed as `rlgpt.kernels.embed_conv` (on CPU
+        # table gathers instead of the first convolution, in channels-last memory, which conv2 keeps); the
+        # ELUs run in place so that their backward reads the output instead of recomputing exp of the input.
+        x = F.elu_(kernels.embed_conv(ids, self.embed.weight, conv1.weight, conv1.bias))
+        x = F.elu_(conv2(x))
         # Counts run 0..9 and beyond; log1p keeps them in a range an MLP handles without input normalization.
         v = self.vector(torch.log1p(obs_dict["vector"].float().clamp_min(0)))
-        return self.fuse(torch.cat([x, v], dim=1))
+        linear = self.fuse[0]
+        if x.shape[0] <= linear.weight.shape[0] or not x.is_contiguous(memory_format=torch.channels_last):
+            return self.fuse(torch.cat([x.flatten(1), v], dim=1))
+        # A large batch in channels-last memory: its (c, h, w)-order flattening (what the fuse layer's columns
+        # are laid out for) would copy more than the weight has, so the features are taken in (h, w, c)
+        # order, a free view, and the weight's columns reordered to match: the same function.
+        n_conv = x[0].numel()
+        conv_columns = linear.weight[:, :n_conv].unflatten(1, tuple(x.shape[1:]))
+        weight = torch.cat([conv_columns.permute(0, 2, 3, 1).flatten(1), linear.weight[:, n_conv:]], dim=1)
+        x = x.permute(0, 2, 3, 1).flatten(1)
+        return kernels.linear_act(torch.cat([x, v], dim=1), weight, linear.bias, "elu")
 
     def get_out_size(self) -> int:
         return self.out_size

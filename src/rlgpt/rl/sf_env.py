@@ -71,6 +71,23 @@ warnings.filterwarnings("ignore", message="Converting a tensor with requires_gra
 _SEED_STRIDE = 1_000_003
 
 
+def game_seed(run_seed: int, game: int) -> int:
+    """World seed of training game ``game`` (Sample Factory's env index, counting every game of every worker)
+    in a run seeded ``run_seed``: the same games get the same worlds whichever backend steps them."""
+    return run_seed * _SEED_STRIDE + game
+
+
+def episode_stats(success: Any, steps: Any, decisions: Any, unlocked: Any) -> dict[str, Any]:
+    """The ``rollout/*`` statistics of finished episodes: task success, primitive steps, policy decisions and
+    whether each achievement was unlocked (``unlocked[..., i]`` for ``ACHIEVEMENTS[i]``). Scalars for one
+    episode (`EpisodeStats`) or arrays with one entry per game (`rlgpt.rl.sf_batch`)."""
+    stats = {"rollout/success": success, "rollout/episode_steps": steps,
+             "rollout/episode_decisions": decisions}
+    for i, name in enumerate(ACHIEVEMENTS):
+        stats[f"rollout/achievement/{name}"] = unlocked[..., i]
+    return stats
+
+
 def env_name_for_task(task: str) -> str:
     """Sample Factory env name of a task, e.g. ``collect_wood`` -> ``crafter_collect_wood``."""
     return ENV_PREFIX + task
@@ -103,7 +120,7 @@ class EpisodeStats(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
-            seed = self.run_seed * _SEED_STRIDE + seed
+            seed = game_seed(self.run_seed, seed)
         self.steps = 0
         self.decisions = 0
         return self.env.reset(seed=seed, options=options)
@@ -113,12 +130,10 @@ class EpisodeStats(gym.Wrapper):
         self.steps += int(info.get("macro_steps", 1))
         self.decisions += 1
         if terminated or truncated:
+            unlocked = np.array([info["achievements"].get(name, 0) > 0 for name in ACHIEVEMENTS])
             stats = dict(info.get("episode_extra_stats", {}))
-            stats["rollout/success"] = float(info["success"])
-            stats["rollout/episode_steps"] = float(self.steps)
-            stats["rollout/episode_decisions"] = float(self.decisions)
-            for name in ACHIEVEMENTS:
-                stats[f"rollout/achievement/{name}"] = float(info["achievements"].get(name, 0) > 0)
+            ours = episode_stats(info["success"], self.steps, self.decisions, unlocked)
+            stats.update((key, float(value)) for key, value in ours.items())
             info["episode_extra_stats"] = stats
         return obs, reward, terminated, truncated, info
 
@@ -239,11 +254,21 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.E
     return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))
 
 
+def make_sf_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
+    """The env factory Sample Factory calls: a batch of ``rlgpt_batch_games`` games (`rlgpt.rl.sf_batch`,
+    the ``batch`` backend) when the run sets it, otherwise one task env (:func:`make_crafter_env`)."""
+    if getattr(cfg, "rlgpt_batch_games", 0):  # getattr: configs saved before the batch backend lack it
+        from rlgpt.rl.sf_batch import make_batch_task_env  # deferred: it imports this module
+
+        return make_batch_task_env(full_env_name, cfg, env_config)
+    return make_crafter_env(full_env_name, cfg, env_config, render_mode)
+
+
 def register_task_env(task: str) -> str:
     """Register the Sample Factory env for ``task`` (validated) and return its name."""
     TaskSpec.from_name(task)
     name = env_name_for_task(task)
-    register_env(name, make_crafter_env)
+    register_env(name, make_sf_env)
     return name
 
 
@@ -252,8 +277,12 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rlgpt_obs_mode", default="symbolic", type=str)
     parser.add_argument("--rlgpt_episode_length", default=None, type=int)
     parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
+    parser.add_argument("--rlgpt_encoder_precision", default="fp32", type=str, help="fp32 or bf16")
     parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
     parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
     parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)
     parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
     parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")
+    parser.add_argument("--rlgpt_learner_core", default=-1, type=int, help="CPU core of the learner; -1: any")
+    parser.add_argument("--rlgpt_batch_games", default=0, type=int,
+                        help="games per batch env (the batch backend); 0: one task env per SF env")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from sample_factory.train import make_runner
 from rlgpt import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
+from rlgpt.errors import ConfigError
+from rlgpt.kernels import dispatch
 from rlgpt.macro.files import load_macro_file, sources_to_json
 from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
@@ -61,7 +64,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--train_for_env_steps={cfg.steps}",
         f"--num_workers={cfg.env.num_workers}",
         f"--num_envs_per_worker={cfg.env.num_envs_per_worker}",
-        "--worker_num_splits=2",
+        f"--worker_num_splits={cfg.env.worker_num_splits}",
         f"--async_rl={p.async_rl}",
         "--serial_mode=False",
         "--use_rnn=False",
@@ -81,6 +84,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         f"--max_grad_norm={p.max_grad_norm}",
         f"--max_policy_lag={p.max_policy_lag}",
         f"--rlgpt_hidden_size={p.hidden_size}",
+        f"--rlgpt_encoder_precision={encoder_precision(p.encoder_precision)}",
         f"--rlgpt_obs_mode={cfg.env.obs_mode}",
         f"--rlgpt_episode_length={cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length}",
         f"--save_every_sec={cfg.save_every_sec}",
@@ -99,9 +103,100 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
     ] + ([f"--rlgpt_macros={sources_to_json(load_macro_file(cfg.macros.file))}"] if cfg.macros.file else [])
 
 
+def encoder_precision(setting: str) -> str:
+    """``fp32`` or ``bf16``: `rlgpt.config.PPOConfig.encoder_precision` with ``auto`` resolved for this
+    machine (training runs on CPU: ``--device=cpu``)."""
+    if setting != "auto":
+        return setting
+    return "bf16" if dispatch.native_bf16("cpu") else "fp32"
+
+
+def env_backend(cfg: TrainConfig, sf_cfg) -> str:
+    """The env backend a run uses, ``batch`` or ``gym`` (`rlgpt.config.EnvConfig.backend`): ``auto`` takes
+    ``batch`` unless the run needs what only the per-env wrappers do; ``batch`` for such a run is a
+    ConfigError naming why."""
+    if cfg.env.backend == "gym":
+        return "gym"
+    needs_gym = [
+        why
+        for needed, why in (
+            (sf_cfg.rlgpt_obs_mode != "symbolic", "pixel observations"),
+            (bool(sf_cfg.rlgpt_macros), "macros"),
+            (bool(sf_cfg.rlgpt_reward), "the LLM's dense reward"),
+            (bool(sf_cfg.rlgpt_observation), "observation parts"),
+        )
+        if needed
+    ]
+    if needs_gym and cfg.env.backend == "batch":
+        raise ConfigError(f"env.backend=batch cannot run {' or '.join(needs_gym)} (they run per env in "
+                          "Python); use env.backend=auto or env.backend=gym")
+    return "gym" if needs_gym else "batch"
+
+
+def backend_argv(backend: str, sf_cfg) -> list[str]:
+    """Sample Factory flags of an env backend, all of them every time (a resumed run reloads its saved
+    config, and a flag left out would keep the earlier session's value).
+
+    ``batch``: each of a worker's ``worker_num_splits`` Sample Factory envs is one batch of
+    ``num_envs_per_worker / worker_num_splits`` games, sampled with SF's batched sampling.
+    """
+    if backend == "gym":
+        return ["--batched_sampling=False", "--rlgpt_batch_games=0"]
+    splits = sf_cfg.worker_num_splits
+    games = sf_cfg.num_envs_per_worker // splits
+    trajectories = sf_cfg.batch_size * sf_cfg.num_batches_per_epoch // sf_cfg.rollout
+    if trajectories % games and games % trajectories:
+        # Sample Factory's batched sampling hands the learner whole splits (its BufferMgr asserts this).
+        raise ConfigError(
+            f"env.backend=batch steps {games} games per split (env.num_envs_per_worker / {splits}), which "
+            f"must divide the {trajectories} trajectories of a training batch (ppo.batch_size * "
+            "ppo.num_batches_per_epoch / ppo.rollout) or be a multiple of them"
+        )
+    return [
+        "--batched_sampling=True",
+        f"--num_envs_per_worker={splits}",
+        f"--rlgpt_batch_games={games}",
+        # Crafter runs on the CPU: actions in, observations out as CPU arrays.
+        "--env_gpu_actions=False",
+        "--env_gpu_observations=False",
+    ]
+
+
+def learner_core(cfg: TrainConfig, backend: str) -> int:
+    """The CPU core the learner gets to itself (`rlgpt.config.TrainConfig.learner_core`), -1 for none."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    own = cfg.learner_core == "own" or (cfg.learner_core == "auto" and backend == "batch")
+    return cores[-1] if own and len(cores) >= 2 else -1
+
+
 def build_sf_config(cfg: TrainConfig, run_dir: Path, env_name: str, extra_argv: Sequence[str] = ()):
-    """Parse the Sample Factory config of a run (registers rlgpt's own flags first)."""
+    """Parse the Sample Factory config of a run (registers rlgpt's own flags first), with the flags of the
+    env backend it resolves to (:func:`env_backend`) and of the learner's core (:func:`learner_core`)."""
     argv = sf_argv(cfg, run_dir, env_name) + list(extra_argv)
+    sf_cfg = _parse_sf_argv(argv)
+    backend = env_backend(cfg, sf_cfg)
+    argv += backend_argv(backend, sf_cfg) + [f"--rlgpt_learner_core={learner_core(cfg, backend)}"]
+    return _parse_sf_argv(argv)
+
+
+@contextlib.contextmanager
+def _cores_without_the_learners(sf_cfg) -> Iterator[None]:
+    """While Sample Factory's processes start and run: this process, and so every process it spawns
+    (they inherit it), on every allowed core but the learner's; `rlgpt.rl.learner.SMDPLearner` moves the
+    learner onto its core. The trainer's own affinity is restored afterwards (evaluation follows)."""
+    core = int(getattr(sf_cfg, "rlgpt_learner_core", -1))
+    if core < 0:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, before - {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _parse_sf_argv(argv: list[str]):
     parser, _ = parse_sf_args(argv=argv, evaluation=False)
     add_rlgpt_args(parser)
     return parse_full_cfg(parser, argv=argv)
@@ -158,6 +253,7 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
                 wall_time=round(time.time() - self.t0, 2),
                 fps=round(self.fps, 1),
                 success=self._mean(runner, "rollout/success"),
+                success_episodes=len(runner.policy_avg_stats.get("rollout/success", [()])[0]),
                 episode_reward=reward,
                 episode_steps=self._mean(runner, "rollout/episode_steps"),
                 episode_decisions=self._mean(runner, "rollout/episode_decisions"),
@@ -182,24 +278,24 @@ def train(
     ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
     a full window of episodes reaches it.
     """
-    TaskSpec.from_name(cfg.task)  # fail on a bad task name or macro before anything is created
+    # Fail on a bad task name, macro file or backend before anything is created.
+    TaskSpec.from_name(cfg.task)
     if cfg.macros.file:
         load_macro_file(cfg.macros.file)
+    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
+    os.environ[TRAINER_PID_ENV] = str(os.getpid())  # Sample Factory's children die with this process
+    apply_console_level()
+    env_name = register_task_env(cfg.task)
+    register_model()
+    sf_cfg = build_sf_config(cfg, cfg.resolved_run_dir().resolve(), env_name, extra_sf_argv)
+
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
     remove_partial_checkpoints(run_dir)
     clear_markers(run_dir)
-
-    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if cfg.verbose else "WARNING")
-    os.environ[TRAINER_PID_ENV] = str(os.getpid())  # Sample Factory's children die with this process
-    apply_console_level()
     if cfg.wandb:
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_DIR", str(run_dir))
-
-    env_name = register_task_env(cfg.task)
-    register_model()
-    sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv)
 
     metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
@@ -208,8 +304,10 @@ def train(
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    placement = contextlib.ExitStack()
     try:
         smdp_learner.install()
+        placement.enter_context(_cores_without_the_learners(sf_cfg))
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
         # Not runner.register_policy_msg_handler: SF 2.1.1 stores the bare function where it iterates a list.
@@ -236,6 +334,7 @@ def train(
         success = observer._mean(runner, "rollout/success")
         progress.update(steps, observer.fps, success, force=True)
     finally:
+        placement.close()
         signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
