@@ -119,12 +119,15 @@ def engine_rows(quick: bool) -> list[Row]:
     return rows
 
 
+QUICK_SKIPS = ("rlgpt_gym", "rlgpt_fp32", "sync_ppo_batch")
+"""Trainers ``--quick`` leaves out (more start-ups than its 2 minutes hold): variants of rows it keeps."""
+
+
 def training_rows(quick: bool) -> list[Row]:
     steps = 10_000 if quick else 100_000
     # Two-second summaries give a short run a few metrics rows to take its rate between.
     overrides = ["summaries_every_sec=2"] if quick else []
-    # --quick leaves out the rlgpt variants (more Sample Factory start-ups) to stay under 2 minutes.
-    trainers = [t for t in training.TRAINERS if not (quick and t in ("rlgpt_gym", "rlgpt_fp32"))]
+    trainers = [t for t in training.TRAINERS if not (quick and t in QUICK_SKIPS)]
     runs = {t: training.run_trainer(t, steps, seed=0, overrides=overrides) for t in trainers}
     base = runs["sync_ppo"]
     return [

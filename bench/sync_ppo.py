@@ -20,6 +20,7 @@ columns and rolling-success window as ``rlgpt train``) and prints one JSON line 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -32,7 +33,10 @@ from sample_factory.model.actor_critic import create_actor_critic
 from torch import nn
 
 from rlgpt.config import builtin_config_path, load_config
+from rlgpt.envs.batch import make_batch
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.sf_env import (
     SF_CONSOLE_LEVEL_ENV,
     apply_console_level,
@@ -59,6 +63,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="stop at the first row whose full rolling window reaches this success rate",
     )
+    parser.add_argument(
+        "--env",
+        choices=("gym", "batch"),
+        default="gym",
+        help="gym: one task env per game, stepped one after the other (the baseline the issue names); "
+        "batch: all games in one call of the compiled engine, as rlgpt's batch backend steps them",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (default 0: one per core this process may use, what a script that leaves torch "
+        "alone gets, whatever OMP_NUM_THREADS says; the one process has the whole machine to itself)",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     return parser.parse_args(argv)
 
@@ -66,6 +84,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def to_tensors(obs: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
     """Stack the envs' dict observations key by key into batch tensors."""
     return {key: torch.from_numpy(np.stack([o[key] for o in obs])) for key in obs[0]}
+
+
+class GymSteps:
+    """The games as task envs built by the factory ``rlgpt train`` gives Sample Factory
+    (`rlgpt.rl.sf_env.make_crafter_env`), stepped one after the other."""
+
+    def __init__(self, env_name: str, sf_cfg, num_envs: int) -> None:
+        self.envs = [make_crafter_env(env_name, sf_cfg) for _ in range(num_envs)]
+        self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+
+    def reset(self) -> dict[str, torch.Tensor]:
+        # Env i gets seed i, offset by the run seed (`EpisodeStats`), as in Sample Factory's workers.
+        return to_tensors([env.reset(seed=i)[0] for i, env in enumerate(self.envs)])
+
+    def step(self, action: torch.Tensor, successes: deque[float]):
+        """One step of every game (a finished one is reset): observations, rewards, dones; the successes of
+        episodes that ended are appended to ``successes``."""
+        obs_list, rewards, dones = [], [], []
+        for i, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, info = env.step(int(action[i]))
+            if terminated or truncated:
+                successes.append(info["episode_extra_stats"]["rollout/success"])
+                obs, _ = env.reset()
+            obs_list.append(obs)
+            rewards.append(float(reward))
+            dones.append(terminated or truncated)
+        return to_tensors(obs_list), torch.tensor(rewards), torch.tensor(dones, dtype=torch.float32)
+
+
+class BatchSteps:
+    """The games as one `rlgpt.rl.sf_batch.BatchTaskEnv` over the compiled engine: the same games (seeds),
+    task rules and statistics as `GymSteps`, stepped by one call."""
+
+    def __init__(self, cfg, num_envs: int) -> None:
+        task = TaskSpec.from_name(cfg.task)
+        if cfg.env.episode_length:
+            task = dataclasses.replace(task, episode_length=int(cfg.env.episode_length))
+        self.env = BatchTaskEnv(make_batch(num_envs), task, run_seed=cfg.seed)
+        self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
+
+    def reset(self) -> dict[str, torch.Tensor]:
+        obs, _ = self.env.reset(seed=0)  # game j: the seed of env j, as `GymSteps`
+        return {k: torch.from_numpy(np.array(v)) for k, v in obs.items()}
+
+    def step(self, action: torch.Tensor, successes: deque[float]):
+        obs, reward, terminated, truncated, infos = self.env.step(action.numpy())
+        done = terminated | truncated
+        if done.any():
+            successes.extend(infos["rollout/success"][torch.from_numpy(done)].tolist())
+        # Copies: the engine reuses its observation arrays on the next step.
+        obs_t = {k: torch.from_numpy(np.array(v)) for k, v in obs.items()}
+        return obs_t, torch.from_numpy(reward), torch.from_numpy(done.astype(np.float32))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -83,6 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
     num_envs = cfg.env.num_workers * cfg.env.num_envs_per_worker
     minibatch = ppo.batch_size
     batch = num_envs * ppo.rollout
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
 
@@ -90,8 +161,8 @@ def main(argv: list[str] | None = None) -> dict:
     env_name = register_task_env(cfg.task)
     register_model()
     sf_cfg = build_sf_config(cfg, run_dir, env_name)
-    envs = [make_crafter_env(env_name, sf_cfg) for _ in range(num_envs)]
-    agent = create_actor_critic(sf_cfg, envs[0].observation_space, envs[0].action_space)
+    step_all = BatchSteps(cfg, num_envs) if args.env == "batch" else GymSteps(env_name, sf_cfg, num_envs)
+    agent = create_actor_critic(sf_cfg, step_all.observation_space, step_all.action_space)
     optimizer = torch.optim.Adam(agent.parameters(), lr=ppo.learning_rate, eps=sf_cfg.adam_eps)
 
     def policy(obs: dict[str, torch.Tensor]) -> tuple[torch.distributions.Categorical, torch.Tensor]:
@@ -100,9 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
         return torch.distributions.Categorical(logits=out["action_logits"]), out["values"]
 
     # Rollout storage: [rollout, num_envs, ...].
-    # Env i gets seed i, offset by the run seed (`EpisodeStats`), as in Sample Factory's workers.
-    obs_list = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
-    next_obs, next_done = to_tensors(obs_list), torch.zeros(num_envs)
+    next_obs, next_done = step_all.reset(), torch.zeros(num_envs)
     obs_buf = {k: torch.zeros((ppo.rollout, *v.shape), dtype=v.dtype) for k, v in next_obs.items()}
     actions = torch.zeros((ppo.rollout, num_envs), dtype=torch.long)
     logprobs, rewards, dones, values = (torch.zeros((ppo.rollout, num_envs)) for _ in range(4))
@@ -121,16 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
                 dist, value = policy(next_obs)
                 action = dist.sample()
             actions[t], logprobs[t], values[t] = action, dist.log_prob(action), value
-            obs_list, done_list = [], []
-            for i, env in enumerate(envs):
-                obs, reward, terminated, truncated, info = env.step(int(action[i]))
-                if terminated or truncated:
-                    successes.append(info["episode_extra_stats"]["rollout/success"])
-                    obs, _ = env.reset()
-                rewards[t, i] = float(reward)
-                obs_list.append(obs)
-                done_list.append(terminated or truncated)
-            next_obs, next_done = to_tensors(obs_list), torch.tensor(done_list, dtype=torch.float32)
+            next_obs, rewards[t], next_done = step_all.step(action, successes)
             global_step += num_envs
 
         # 2. Generalized advantage estimation, bootstrapping from the value of the last observation.

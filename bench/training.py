@@ -1,6 +1,6 @@
 """Training throughput and sample efficiency: rlgpt vs Sample Factory's defaults vs a synchronous PPO.
 
-Five trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
+Six trainers on the same task env (``configs/main.yaml``: ``collect_wood``, symbolic observation, episode
 length 1000), the same network (`rlgpt.rl.model`'s encoder + Sample Factory's heads), the same budget and
 seed, run one after the other, each in a fresh child process:
 
@@ -19,7 +19,9 @@ seed, run one after the other, each in a fresh child process:
   window every trainer logs with (`SF_KEEP`). (rlgpt's learner is Sample Factory's with a per-transition
   discount, identical without macros.)
 - ``sync_ppo``: `bench.sync_ppo`, a CleanRL-style single-process synchronous PPO with ``configs/main.yaml``'s
-  hyperparameters.
+  hyperparameters and encoder precision, stepping one task env per game (the baseline of the ratios).
+- ``sync_ppo_batch``: the same stepping all games in one call of the compiled engine (``--env batch``), as
+  rlgpt's batch backend does: what the synchronous design gets from the faster env alone.
 
 Each trainer writes ``metrics.csv`` (`rlgpt.tracking.MetricsLog`, a row every ``summaries_every_sec``).
 Throughput is the env steps between the first row with steps and the last row over the wall time between
@@ -47,7 +49,7 @@ import psutil
 from rlgpt.config import builtin_config_path
 from rlgpt.tracking import read_curve, read_metrics
 
-TRAINERS = ("rlgpt", "rlgpt_fp32", "rlgpt_gym", "sf_default", "sync_ppo")
+TRAINERS = ("rlgpt", "rlgpt_fp32", "rlgpt_gym", "sf_default", "sync_ppo_batch", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
 TRAINER_OVERRIDES = {
     "rlgpt": [],
@@ -70,6 +72,7 @@ LABELS = {
     "rlgpt_fp32": "rlgpt train, float32 encoder",
     "rlgpt_gym": "rlgpt train, before: per-env backend, 2 workers x 8 envs, fp32",
     "sf_default": "Sample Factory defaults",
+    "sync_ppo_batch": "sync PPO on the compiled engine (--env batch)",
     "sync_ppo": "sync PPO (bench/sync_ppo.py)",
 }
 SF_KEEP = {
@@ -254,9 +257,9 @@ def run_trainer(
         raise ValueError(f"unknown trainer {trainer!r}; expected one of {TRAINERS}")
     with tempfile.TemporaryDirectory(prefix=f"bench-{trainer}-") as tmp:
         run_dir = (keep_dir or Path(tmp)) / f"{trainer}-seed{seed}"
-        module = "bench.sync_ppo" if trainer == "sync_ppo" else "bench.training"
-        argv = [sys.executable, "-m", module]
-        argv += [] if trainer == "sync_ppo" else ["--child", trainer]
+        sync = trainer.startswith("sync_ppo")
+        argv = [sys.executable, "-m", "bench.sync_ppo" if sync else "bench.training"]
+        argv += ["--env", "batch" if trainer == "sync_ppo_batch" else "gym"] if sync else ["--child", trainer]
         argv += ["--config", config, "--steps", str(steps), "--seed", str(seed), "--run-dir", str(run_dir)]
         argv += [f"--set={o}" for o in overrides]
         argv += ["--stop-at-success", str(stop_at_success)] if stop_at_success is not None else []
