@@ -34,6 +34,18 @@ class BatchObs:
     """float32 ``[num_envs, len(VECTOR_FIELDS)]``: inventory, facing, daylight, sleeping
     (`CrafterEnv.vector`)."""
 
+    @classmethod
+    def zeros(cls, num_envs: int, view_shape: tuple[int, int]) -> BatchObs:
+        """An observation of ``num_envs`` games to fill in."""
+        view = np.zeros((num_envs, *view_shape), np.uint8)
+        return cls(view, np.zeros((num_envs, len(VECTOR_FIELDS)), np.float32))
+
+
+def check_seeds(seeds: Sequence[int], num_envs: int) -> None:
+    """`CrafterBatch.reset`'s argument check: one seed per game."""
+    if len(seeds) != num_envs:
+        raise ValueError(f"reset needs one seed per game ({num_envs}), got {len(seeds)}")
+
 
 @dataclass
 class BatchStep(BatchObs):
@@ -82,16 +94,9 @@ class ReferenceBatch:
         self.view_shape = (int(space.shape[0]), int(space.shape[1]))
         self._started = False
 
-    def _obs(self) -> BatchObs:
-        return BatchObs(
-            np.zeros((self.num_envs, *self.view_shape), np.uint8),
-            np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32),
-        )
-
     def reset(self, seeds: Sequence[int]) -> BatchObs:
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"reset needs one seed per game ({self.num_envs}), got {len(seeds)}")
-        obs = self._obs()
+        check_seeds(seeds, self.num_envs)
+        obs = BatchObs.zeros(self.num_envs, self.view_shape)
         for i, (env, seed) in enumerate(zip(self.envs, seeds, strict=True)):
             o, _ = env.reset(seed=int(seed))
             obs.view[i], obs.vector[i] = o["view"], o["vector"]
@@ -104,7 +109,7 @@ class ReferenceBatch:
         actions = np.asarray(actions)
         if actions.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
-        obs = self._obs()
+        obs = BatchObs.zeros(self.num_envs, self.view_shape)
         out = BatchStep(
             obs.view,
             obs.vector,

@@ -12,7 +12,7 @@ import numpy as np
 from opensimplex.constants import GRADIENTS3
 
 from .. import worldgen
-from ..batch import BatchObs, BatchStep
+from ..batch import BatchObs, BatchStep, check_seeds
 from ..crafter import ACTION_NAMES, VECTOR_FIELDS
 from ..tasks import ACHIEVEMENTS
 from . import kernels
@@ -98,22 +98,15 @@ class CompiledBatch:
 
     # ---------------------------------------------------------------- CrafterBatch
 
-    def _obs(self) -> BatchObs:
-        return BatchObs(
-            np.zeros((self.num_envs, *self.view_shape), np.uint8),
-            np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32),
-        )
-
     def reset(self, seeds: Sequence[int]) -> BatchObs:
         """Start every game: row i plays episode 1 of ``seeds[i]``."""
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"reset needs one seed per game ({self.num_envs}), got {len(seeds)}")
+        check_seeds(seeds, self.num_envs)
         seeds = [int(s) for s in seeds]
         if min(seeds) < 0:
             raise ValueError(f"seeds must be non-negative integers, got {min(seeds)}")
         self._seeds = seeds
         self._episodes[:] = 0
-        obs = self._obs()
+        obs = BatchObs.zeros(self.num_envs, self.view_shape)
         self._reset_rows(np.arange(self.num_envs), obs)
         self._started = True
         return obs
