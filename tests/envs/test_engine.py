@@ -16,7 +16,7 @@ from crafter import objects
 from crafter_play import choose
 from opensimplex.internals import _init as opensimplex_init
 
-from rlgpt.envs.batch import ReferenceBatch
+from rlgpt.envs.batch import BatchObs, ReferenceBatch
 from rlgpt.envs.crafter import ACTION_NAMES, VECTOR_FIELDS, CrafterEnv
 from rlgpt.envs.engine import CompiledBatch, kernels, mt19937
 from rlgpt.envs.engine.rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, make_geometry
@@ -527,12 +527,12 @@ def test_bad_input_gives_the_reference_errors() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         engine.reset([0, -1])  # ReferenceBatch: gymnasium refuses the seed too
     with pytest.raises(RuntimeError, match="before reset"):
-        engine.reset_done(np.ones(2, bool), engine._obs())
+        engine.reset_done(np.ones(2, bool), BatchObs.zeros(2, engine.view_shape))
     engine.reset([0, 1])
     with pytest.raises(ValueError, match="integers"):
         engine.step(np.array([0.5, 1.0]))
     with pytest.raises(ValueError, match="done must have shape"):
-        engine.reset_done(np.ones(3, bool), engine._obs())
+        engine.reset_done(np.ones(3, bool), BatchObs.zeros(3, engine.view_shape))
     # A failed call changed nothing: the games go on as the reference's.
     reference = ReferenceBatch(2)
     reference.reset([0, 1])
