@@ -4,6 +4,7 @@ the embedding, forward and backward, and the policy computes what its plain laye
 import numpy as np
 import pytest
 import torch
+from policy_helpers import main_policy
 from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
 from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
@@ -70,18 +71,7 @@ def test_float32_at_the_policy_shape_and_the_dispatcher_uses_the_measured_choice
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=fp32"])
-    sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("run") / "policy", register_task_env(cfg.task))
-    register_model()
-    env = CrafterEnv(obs_mode="symbolic")
-    torch.manual_seed(0)
-    model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
-    rng = np.random.default_rng(0)
-    obs = {
-        "view": torch.as_tensor(rng.integers(0, N_IDS, size=(300, *env.observation_space["view"].shape))),
-        "vector": torch.as_tensor(rng.integers(0, 9, size=(300, 22)).astype(np.float32)),
-    }
-    return model, prepare_and_normalize_obs(model, obs), sf_cfg
+    return main_policy(tmp_path_factory.mktemp("run") / "policy", batch=300, n_ids=N_IDS)
 
 
 def _plain_encoder_forward(encoder, obs):

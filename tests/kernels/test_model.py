@@ -1,39 +1,19 @@
 """The whole policy (Sample Factory actor-critic around rlgpt's symbolic encoder) computes the same outputs
 and gradients with the Triton kernels (run by the interpreter on a tiny batch) as with plain PyTorch."""
 
-import numpy as np
 import pytest
 import torch
-from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-from sample_factory.model.actor_critic import create_actor_critic
+from policy_helpers import main_policy
 from sample_factory.model.model_utils import get_rnn_size
 from torch import nn
 
-from rlgpt.config import builtin_config_path, load_config
-from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.kernels import FusedLinearAct, dispatch
-from rlgpt.rl.model import register_model
-from rlgpt.rl.sf_env import register_task_env
-from rlgpt.rl.train import build_sf_config
 
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    """The policy `make run` trains (configs/main.yaml: hidden 256), on a batch of 3 random observations."""
-    cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=fp32"])  # the kernels' dtype
-    sf_cfg = build_sf_config(cfg, tmp_path_factory.mktemp("run") / "policy", register_task_env(cfg.task))
-    register_model()
-    env = CrafterEnv(obs_mode="symbolic")
-    torch.manual_seed(0)
-    model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
-    rng = np.random.default_rng(0)
-    obs = {
-        "view": torch.as_tensor(
-            rng.integers(0, 19, size=(3, *env.observation_space["view"].shape), dtype=np.uint8)
-        ),
-        "vector": torch.as_tensor(rng.integers(0, 9, size=(3, 22)).astype(np.float32)),
-    }
-    return model, prepare_and_normalize_obs(model, obs), sf_cfg
+    """The policy `rlgpt train --config configs/main.yaml` trains (hidden 256), on 3 random observations."""
+    return main_policy(tmp_path_factory.mktemp("run") / "policy", batch=3, n_ids=19, view_dtype="uint8")
 
 
 def _outputs_and_grads(model, obs, sf_cfg, backend: str):
