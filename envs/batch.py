@@ -47,6 +47,17 @@ def check_seeds(seeds: Sequence[int], num_envs: int) -> None:
         raise ValueError(f"reset needs one seed per game ({num_envs}), got {len(seeds)}")
 
 
+def check_actions(actions: np.ndarray, num_envs: int, started: bool) -> np.ndarray:
+    """`CrafterBatch.step`'s checks: reset came first and there is one action per game. Returns the actions
+    as an array."""
+    if not started:
+        raise RuntimeError("step called before reset(); call reset(seeds) first")
+    actions = np.asarray(actions)
+    if actions.shape != (num_envs,):
+        raise ValueError(f"actions must have shape ({num_envs},), got {actions.shape}")
+    return actions
+
+
 @dataclass
 class BatchStep(BatchObs):
     """What one :meth:`CrafterBatch.step` returns, row i for game i (observation after the step)."""
@@ -104,11 +115,7 @@ class ReferenceBatch:
         return obs
 
     def step(self, actions: np.ndarray) -> BatchStep:
-        if not self._started:
-            raise RuntimeError("step called before reset(); call reset(seeds) first")
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
+        actions = check_actions(actions, self.num_envs, self._started)
         obs = BatchObs.zeros(self.num_envs, self.view_shape)
         out = BatchStep(
             obs.view,

@@ -12,7 +12,7 @@ import numpy as np
 from opensimplex.constants import GRADIENTS3
 
 from .. import worldgen
-from ..batch import BatchObs, BatchStep, check_seeds
+from ..batch import BatchObs, BatchStep, check_actions, check_seeds
 from ..crafter import ACTION_NAMES, VECTOR_FIELDS
 from ..tasks import ACHIEVEMENTS
 from . import kernels
@@ -113,11 +113,7 @@ class CompiledBatch:
 
     def step(self, actions: np.ndarray) -> BatchStep:
         """Advance every game one primitive step (``actions``: int ``[num_envs]`` in ``[0, 17)``)."""
-        if not self._started:
-            raise RuntimeError("step called before reset(); call reset(seeds) first")
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
+        actions = check_actions(actions, self.num_envs, self._started)
         if actions.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
         n = self.num_envs
