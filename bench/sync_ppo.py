@@ -20,7 +20,6 @@ columns and rolling-success window as ``rlgpt train``) and prints one JSON line 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import time
@@ -33,10 +32,8 @@ from sample_factory.model.actor_critic import create_actor_critic
 from torch import nn
 
 from rlgpt.config import builtin_config_path, load_config
-from rlgpt.envs.batch import make_batch
-from rlgpt.envs.tasks import TaskSpec
 from rlgpt.rl.model import register_model
-from rlgpt.rl.sf_batch import BatchTaskEnv
+from rlgpt.rl.sf_batch import make_batch_task_env
 from rlgpt.rl.sf_env import (
     SF_CONSOLE_LEVEL_ENV,
     apply_console_level,
@@ -117,11 +114,8 @@ class BatchSteps:
     """The games as one `rlgpt.rl.sf_batch.BatchTaskEnv` over the compiled engine: the same games (seeds),
     task rules and statistics as `GymSteps`, stepped by one call."""
 
-    def __init__(self, cfg, num_envs: int) -> None:
-        task = TaskSpec.from_name(cfg.task)
-        if cfg.env.episode_length:
-            task = dataclasses.replace(task, episode_length=int(cfg.env.episode_length))
-        self.env = BatchTaskEnv(make_batch(num_envs), task, run_seed=cfg.seed)
+    def __init__(self, env_name: str, sf_cfg, num_envs: int) -> None:
+        self.env = make_batch_task_env(env_name, sf_cfg, num_games=num_envs)
         self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
 
     def reset(self) -> dict[str, torch.Tensor]:
@@ -161,7 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     env_name = register_task_env(cfg.task)
     register_model()
     sf_cfg = build_sf_config(cfg, run_dir, env_name)
-    step_all = BatchSteps(cfg, num_envs) if args.env == "batch" else GymSteps(env_name, sf_cfg, num_envs)
+    steps_class = BatchSteps if args.env == "batch" else GymSteps
+    step_all = steps_class(env_name, sf_cfg, num_envs)
     agent = create_actor_critic(sf_cfg, step_all.observation_space, step_all.action_space)
     optimizer = torch.optim.Adam(agent.parameters(), lr=ppo.learning_rate, eps=sf_cfg.adam_eps)
 

@@ -19,7 +19,7 @@ def test_batch_steps_play_the_same_games_as_gym_steps(tmp_path):
     cfg = load_config(builtin_config_path("main.yaml"), ["seed=3", "env.episode_length=20"])
     sf_cfg = build_sf_config(cfg, tmp_path, register_task_env(cfg.task))
     gym_steps = sync_ppo.GymSteps(register_task_env(cfg.task), sf_cfg, 4)
-    batch_steps = sync_ppo.BatchSteps(cfg, 4)
+    batch_steps = sync_ppo.BatchSteps(register_task_env(cfg.task), sf_cfg, 4)
     obs_g, obs_b = gym_steps.reset(), batch_steps.reset()
     rng = np.random.default_rng(0)
     done_g = done_b = None

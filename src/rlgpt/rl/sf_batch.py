@@ -105,9 +105,13 @@ class BatchTaskEnv(gym.Env):
         raise NotImplementedError("the batch backend has no renderer; evaluation plays the gym backend's env")
 
 
-def make_batch_task_env(full_env_name: str, cfg: Config, env_config: Any = None) -> BatchTaskEnv:
-    """Sample Factory env factory of the ``batch`` backend: ``cfg.rlgpt_batch_games`` games of the task."""
+def make_batch_task_env(
+    full_env_name: str, cfg: Config, env_config: Any = None, num_games: int | None = None
+) -> BatchTaskEnv:
+    """Sample Factory env factory of the ``batch`` backend: ``num_games`` games of the task (default
+    ``cfg.rlgpt_batch_games``, a worker split's games)."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
     if cfg.rlgpt_episode_length:  # None: the task's default, as `make_task_env` has it
         task = dataclasses.replace(task, episode_length=int(cfg.rlgpt_episode_length))
-    return BatchTaskEnv(make_batch(int(cfg.rlgpt_batch_games)), task, run_seed=int(cfg.seed or 0))
+    games = int(num_games or cfg.rlgpt_batch_games)
+    return BatchTaskEnv(make_batch(games), task, run_seed=int(cfg.seed or 0))
