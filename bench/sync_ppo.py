@@ -41,10 +41,7 @@ from rlgpt.rl.sf_env import (
     register_task_env,
 )
 from rlgpt.rl.train import build_sf_config
-from rlgpt.tracking import MetricsLog
-
-SUCCESS_WINDOW = 32
-"""Episodes in the rolling success rate (``rlgpt train`` passes Sample Factory ``--stats_avg=32``)."""
+from rlgpt.tracking import SUCCESS_WINDOW, MetricsLog
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

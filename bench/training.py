@@ -47,7 +47,7 @@ from pathlib import Path
 import psutil
 
 from rlgpt.config import builtin_config_path
-from rlgpt.tracking import read_curve, read_metrics
+from rlgpt.tracking import SUCCESS_WINDOW, read_curve, read_metrics
 
 TRAINERS = ("rlgpt", "rlgpt_fp32", "rlgpt_gym", "sf_default", "sync_ppo_batch", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
@@ -186,8 +186,6 @@ SAMPLE_S = 0.5
 """Interval of the measurements taken from outside (PSS, CPU times, new metrics rows). Reading every
 process's smaps is not free: at 0.1 s it took ~15% of a core on the 2-core box, more for the five-process
 Sample Factory trainers than for the one-process baseline."""
-SUCCESS_WINDOW = 32
-"""Episodes in every trainer's rolling success (``rlgpt train``'s ``--stats_avg``, `bench.sync_ppo`)."""
 
 
 def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:

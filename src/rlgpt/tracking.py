@@ -14,6 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+SUCCESS_WINDOW = 32
+"""Episodes in a training run's rolling success rate (``success`` in ``metrics.csv``): Sample Factory's
+``--stats_avg`` for ``rlgpt train``, the same window for the benchmarks' own trainers."""
+
 METRIC_FIELDS = (
     "env_steps",
     "decisions",
@@ -30,9 +34,9 @@ METRIC_FIELDS = (
 """``env_steps`` counts primitive (game) steps exactly, a macro call that ran k steps counting k;
 ``decisions`` counts policy decisions (fewer than ``env_steps`` when macros run); ``fps`` is primitive steps
 per second; ``success``, ``episode_reward``, ``episode_steps`` (primitive) and ``episode_decisions`` are means
-over the last episodes, ``success_episodes`` of them (the rolling window, 32, once that many have ended);
-``session`` numbers the trainer processes of a resumed run and ``resumed_from`` is the checkpoint's
-``env_steps`` a session started from (rows of earlier sessions past it are superseded)."""
+over the last episodes, ``success_episodes`` of them (the rolling window, `SUCCESS_WINDOW`, once that many
+have ended); ``session`` numbers the trainer processes of a resumed run and ``resumed_from`` is the
+checkpoint's ``env_steps`` a session started from (rows of earlier sessions past it are superseded)."""
 
 
 class MetricsLog:

@@ -33,7 +33,7 @@ from rlgpt.rl.sf_env import (
     register_task_env,
 )
 from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
-from rlgpt.tracking import MetricsLog, ProgressLine
+from rlgpt.tracking import SUCCESS_WINDOW, MetricsLog, ProgressLine
 
 
 @dataclass
@@ -91,7 +91,7 @@ def sf_argv(cfg: TrainConfig, run_dir: Path, env_name: str) -> list[str]:
         "--keep_checkpoints=2",
         f"--experiment_summaries_interval={cfg.summaries_every_sec}",
         f"--flush_summaries_interval={cfg.summaries_every_sec}",
-        "--stats_avg=32",
+        f"--stats_avg={SUCCESS_WINDOW}",
         "--heartbeat_interval=60",
         "--heartbeat_reporting_interval=600",
         # Two cores: pinning workers to cores only fights the learner for them.
