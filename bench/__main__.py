@@ -8,9 +8,10 @@
 Sections (``--only`` takes their names): ``env`` (env steps/s, symbolic vs the reference without
 rendering, pixels vs the reference with it), ``engine`` (the compiled batched engine vs the same games on
 symbolic CrafterEnvs, dead games reset; `bench.engine_throughput`), ``training`` (training env steps/s of
-rlgpt (batch backend; the full run adds its per-env backend) and of Sample Factory's defaults vs a
-synchronous PPO, with each process tree's peak RSS; `bench.training`), ``kernels`` (fused ops vs eager vs
-``torch.compile`` at the learner's shapes), ``macro`` (primitive steps/s through a macro vs direct),
+rlgpt (batch backend; the full run adds it with a float32 encoder and on its per-env backend, and the
+synchronous PPO on the compiled engine) and of Sample Factory's defaults vs a synchronous PPO, with each
+process tree's peak RSS; `bench.training`), ``kernels`` (fused ops vs eager vs ``torch.compile`` at the
+learner's shapes), ``macro`` (primitive steps/s through a macro vs direct),
 ``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool;
 `FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran on.
 Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
