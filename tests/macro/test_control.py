@@ -72,3 +72,33 @@ def test_the_api_level_selects_what_the_prompt_documents() -> None:
     assert "game.collect" not in basic and "game.step_toward" in basic
     with pytest.raises(ValueError):
         api_reference("everything")
+
+
+def test_every_achievement_but_health_has_a_goal_macro_that_compiles() -> None:
+    from crafter import constants
+
+    from rlgpt.macro.control import goal_call, goal_macro_code
+
+    for goal in [*constants.achievements, *constants.items]:
+        code = goal_macro_code("step", goal, max_steps=50)
+        if goal == "health":
+            assert code is None and goal_call(goal) is None
+            continue
+        assert code is not None, goal
+        compile_macro(MacroSource("step", code))
+
+
+def test_goal_macros_chain_to_a_stone_pickaxe_from_a_fresh_world(env) -> None:
+    from rlgpt.macro.control import goal_macro_code
+
+    goals = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe"]
+    macros = [compile_macro(MacroSource(f"s{i}", goal_macro_code(f"s{i}", g, 200)))
+              for i, g in enumerate(goals)]
+    made = 0
+    for seed in range(20):
+        env.reset(seed=seed)
+        game = GameAPI(env.crafter, random.Random(seed))
+        for macro in macros:
+            run_macro(env, macro, game, gamma=1.0, max_steps=201)
+        made += game.achievements["make_stone_pickaxe"] > 0
+    assert made >= 18

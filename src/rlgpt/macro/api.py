@@ -375,12 +375,13 @@ class GameAPI:
         return control.collect(self, name, n, max_steps)
 
     def place(self, item: str, max_steps: int = control.DEFAULT_STEPS // 4) -> control.Actions:
-        """Use `yield from`: place item (stone, table, furnace, plant) next to the player; True if placed."""
+        """Use `yield from`: place item (stone, table, furnace, plant) next to the player, collecting what it
+        uses first if needed; True if placed."""
         return control.place(self, item, max_steps)
 
     def craft(self, item: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
-        """Use `yield from`: walk next to the station(s) the recipe needs, then make item (wood_pickaxe,
-        stone_pickaxe, iron_pickaxe, wood_sword, ...); True if made."""
+        """Use `yield from`: collect missing ingredients, go next to (or build) the station(s) the recipe
+        needs, then make item (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...); True if made."""
         return control.craft(self, item, max_steps)
 
     def attack(self, kind: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:

@@ -229,6 +229,19 @@ def _collect(game: GameAPI, material: str, n: int, clock: _Clock) -> Actions:
     return sum(_count(game, c) for c in counters) >= target
 
 
+def _gather(game: GameAPI, needs: dict[str, int], clock: _Clock) -> Actions:
+    """Collect what the inventory lacks of `needs` (each item from its source material); False as soon as
+    something missing cannot be collected (no source, or a tool it needs is missing) or was not found."""
+    for item, count in missing(game, needs).items():
+        material = _ITEM_SOURCE.get(item)
+        if material is None or missing(game, _COLLECT[material]["require"]):
+            return False
+        ok = yield from _collect(game, material, count, clock)
+        if not ok:
+            return False
+    return True
+
+
 def _place_spot(game: GameAPI, where: tuple[str, ...]) -> tuple[int, int] | None:
     """An adjacent tile the item can be placed on: the faced one first."""
     x, y = game.pos
@@ -242,7 +255,9 @@ def _place_spot(game: GameAPI, where: tuple[str, ...]) -> tuple[int, int] | None
 def _place(game: GameAPI, item: str, clock: _Clock) -> Actions:
     info = constants.place[item]
     if missing(game, info["uses"]):
-        return False
+        gathered = yield from _gather(game, info["uses"], clock)
+        if not gathered:
+            return False
     achievement = f"place_{item}"
     before = _count(game, achievement)
     where = tuple(info["where"])
@@ -265,7 +280,9 @@ def _place(game: GameAPI, item: str, clock: _Clock) -> Actions:
 def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
     info = constants.make[item]
     if missing(game, info["uses"]):
-        return False
+        gathered = yield from _gather(game, info["uses"], clock)
+        if not gathered:
+            return False
     achievement = f"make_{item}"
     before = _count(game, achievement)
     stations = tuple(info["nearby"])
@@ -288,10 +305,13 @@ def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
             yield step
             continue
         station = away[0]
-        if game.nearest(station) is None and _can_build(game, station, info["uses"]):
-            # Out of view, and the inventory covers both a new station and the recipe: a player builds a
-            # new one rather than searching for the old one.
-            found = yield from _place(game, station, clock)
+        if game.nearest(station) is None and station in constants.place:
+            # Out of view: a player builds a new one (gathering what it takes beyond the recipe) rather
+            # than searching for the old one.
+            both = _combined(constants.place[station]["uses"], info["uses"])
+            found = yield from _gather(game, both, clock)
+            if found:
+                found = yield from _place(game, station, clock)
         else:
             found = yield from _walk_to(game, station, clock)
         if not found:
@@ -299,13 +319,9 @@ def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
     return _count(game, achievement) > before
 
 
-def _can_build(game: GameAPI, station: str, keep: dict[str, int]) -> bool:
-    """Whether `station` can be placed while still holding `keep` afterwards."""
-    uses = constants.place.get(station, {}).get("uses")
-    if uses is None:
-        return False
-    total = {k: uses.get(k, 0) + keep.get(k, 0) for k in {*uses, *keep}}
-    return not missing(game, total)
+def _combined(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """What two recipes use together."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
 
 
 def _attack(game: GameAPI, kind: str, clock: _Clock) -> Actions:
@@ -359,17 +375,18 @@ def collect(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS
 
 
 def place(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
-    """Place `item` (stone, table, furnace, plant) on an adjacent tile where crafter allows it. Returns
-    False at once when the inventory lacks what it uses."""
+    """Place `item` (stone, table, furnace, plant) on an adjacent tile where crafter allows it, collecting
+    first what the inventory lacks of what it uses (False when that cannot be collected)."""
     if item not in constants.place:
         raise ValueError(f"cannot place {item!r}; placeable: {', '.join(constants.place)}")
     return _place(game, item, _Clock(max_steps))
 
 
 def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
-    """Make `item` (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...): walk next to the stations
-    its recipe needs (table; table and furnace for iron tools), then make it. Returns False at once when
-    the inventory lacks what it uses."""
+    """Make `item` (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...): collect what the inventory
+    lacks of its ingredients, stand next to the stations its recipe needs (table; table and furnace for
+    iron tools; a station out of view is built anew), then make it. False when an ingredient cannot be
+    collected with the tools at hand."""
     if item not in constants.make:
         raise ValueError(f"cannot craft {item!r}; craftable: {', '.join(constants.make)}")
     return _craft(game, item, _Clock(max_steps))
@@ -401,3 +418,41 @@ def rest(game: GameAPI, max_steps: int = DEFAULT_STEPS) -> Actions:
 PRIMITIVES: tuple[str, ...] = ("explore", "walk_to", "collect", "place", "craft", "attack", "drink_water",
                                "eat", "rest")
 """Names of the primitives, as `GameAPI` methods (``yield from game.<name>(...)``)."""
+
+
+def goal_call(goal: str) -> str | None:
+    """The primitive call that raises `goal`'s counter by one step of the recipe graph, as macro code
+    (``game.collect("stone")`` for collect_stone or stone, ``game.craft("wood_pickaxe")`` for
+    make_wood_pickaxe, ``game.rest()`` for wake_up, ...), or None when no primitive does (health).
+
+    One step only: ingredients and stations are the earlier sub-actions' job, as in a decomposition. Used
+    for a sub-action whose generated macros all failed their probes: a fallback the run records as such.
+    """
+    if goal in _COLLECT_ACHIEVEMENT:
+        return f'game.collect("{_COLLECT_ACHIEVEMENT[goal]}")'
+    for prefix, primitive, table in (("place_", "place", constants.place),
+                                     ("make_", "craft", constants.make)):
+        if goal.startswith(prefix) and goal[len(prefix):] in table:
+            return f'game.{primitive}("{goal[len(prefix):]}")'
+    if goal in _ITEM_SOURCE:
+        return f'game.collect("{goal}")'
+    if goal in constants.make:
+        return f'game.craft("{goal}")'
+    by_goal = {"eat_cow": "game.eat()", "food": "game.eat()", "defeat_zombie": 'game.attack("zombie")',
+               "defeat_skeleton": 'game.attack("skeleton")', "eat_plant": 'game.attack("plant")',
+               "wake_up": "game.rest()", "energy": "game.rest()", "collect_drink": "game.drink_water()",
+               "drink": "game.drink_water()"}
+    return by_goal.get(goal)
+
+
+def goal_macro_code(name: str, goal: str, max_steps: int = DEFAULT_STEPS) -> str | None:
+    """Source of ``def <name>(game)`` that makes the `goal_call` for `goal` (None when there is none)."""
+    call = goal_call(goal)
+    if call is None:
+        return None
+    call = call[:-1] + (f"max_steps={max_steps})" if call.endswith("()") else f", max_steps={max_steps})")
+    return f"def {name}(game):\n    ok = yield from {call}\n"
+
+
+_COLLECT_ACHIEVEMENT = {f"collect_{item}": item for item in _ITEM_SOURCE}
+"""collect_<item> achievement -> the item (crafter counts one per collection of that item)."""
