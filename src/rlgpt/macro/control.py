@@ -51,6 +51,9 @@ _CREATURE_ACHIEVEMENTS = {"cow": "eat_cow", "zombie": "defeat_zombie", "skeleton
 _ENERGY_MAX = constants.items["energy"]["max"]
 _WALKABLE = frozenset(constants.walkable)
 _HOSTILE = ("zombie", "skeleton")
+_LOW = 3
+"""Drink or food at which a walk stops to drink or eat (of 9)."""
+_FULL = constants.items["drink"]["max"]
 
 
 class _Clock:
@@ -118,18 +121,41 @@ def _defend(game: GameAPI) -> str | None:
     return None
 
 
+def _upkeep(game: GameAPI, need: list[str | None]) -> str | None:
+    """An action that sees to thirst or hunger before going on, or None. Drinking starts when drink is at
+    most `_LOW` with water in view and goes on until drink is full (`need` holds what is being seen to
+    across steps); eating likewise with a cow. Measured: walks of 200+ steps died of thirst and then of
+    the zombies of the night, not of what they were walking to."""
+    if need[0] is None:
+        if game.drink <= _LOW and game.nearest("water") is not None:
+            need[0] = "water"
+        elif game.food <= _LOW and game.nearest("cow") is not None:
+            need[0] = "cow"
+    kind = need[0]
+    if kind is None:
+        return None
+    if (game.drink if kind == "water" else game.food) >= _FULL or game.nearest(kind) is None:
+        need[0] = None
+        return None
+    tile, action = _approach(game, kind)
+    if tile is None:
+        need[0] = None
+        return None
+    return action or "do"
+
+
 def _first_heading(game: GameAPI) -> list[tuple[int, int]]:
     moves = list(_MOVES)
     return [moves[int(game.random() * 4) % 4]]
 
 
 def _explore(game: GameAPI, kind: str, clock: _Clock) -> Actions:
-    heading = _first_heading(game)
+    heading, need = _first_heading(game), [None]
     while clock.left > 0:
         if game.nearest(kind) is not None:
             return True
         clock.tick()
-        yield _defend(game) or _explore_step(game, heading)
+        yield _defend(game) or _upkeep(game, need) or _explore_step(game, heading)
     return game.nearest(kind) is not None
 
 
@@ -197,14 +223,16 @@ def _stand_step(game: GameAPI, good: Callable[[tuple[int, int]], bool]) -> str |
 
 
 def _walk_to(game: GameAPI, kind: str, clock: _Clock) -> Actions:
-    heading = _first_heading(game)
+    heading, need = _first_heading(game), [None]
     tile: tuple[int, int] | None = None
     while clock.left > 0:
-        tile, action = _approach(game, kind, tile)
-        if tile is not None and action is None:
-            return True  # facing it
+        care = _defend(game) or _upkeep(game, need)
+        if care is None:
+            tile, action = _approach(game, kind, tile)
+            if tile is not None and action is None:
+                return True  # facing it
         clock.tick()
-        yield _defend(game) or action or _explore_step(game, heading)
+        yield care or action or _explore_step(game, heading)
     tile, action = _approach(game, kind)
     return tile is not None and action is None
 
