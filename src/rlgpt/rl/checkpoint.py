@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlgpt.errors import RlgptError
+
 _NUMPY_SAFE_GLOBALS: list[Any] = [
     np.core.multiarray.scalar,
     np.dtype,
@@ -23,7 +25,7 @@ _NUMPY_SAFE_GLOBALS: list[Any] = [
 torch.serialization.add_safe_globals(_NUMPY_SAFE_GLOBALS)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(RlgptError, RuntimeError):
     """No usable checkpoint in a run directory."""
 
 
