@@ -161,6 +161,20 @@ class TrainConfig:
         return Path("train_dir") / f"{self.task.replace('+', '_')}-seed{self.seed}"
 
 
+@dataclass(frozen=True)
+class EnvSetup:
+    """The part of a training's env the fast agent writes (the RL setup beside the TrainConfig)."""
+
+    reward_code: str = ""
+    """Source of the dense reward ``def reward(game, prev)`` ("" = the task's reward only)."""
+    observation: tuple[str, ...] = ()
+    """Observation parts the policy sees (empty = all)."""
+
+
+NO_SETUP = EnvSetup()
+"""The task's own reward and every observation part."""
+
+
 def builtin_config_path(name: str) -> Path:
     """Path of a config shipped with the package, e.g. ``main.yaml`` or ``ppo/fast.yaml``."""
     return Path(str(resources.files("rlgpt.configs").joinpath(name)))
