@@ -17,7 +17,6 @@ from typing import Any
 from sample_factory.envs.env_utils import register_env
 from sample_factory.utils.typing import Config
 
-from rlgpt.envs.batch import make_batch
 from rlgpt.envs.tasks import TaskSpec, make_task_env
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
@@ -54,8 +53,12 @@ def make_batch_task_env(
     if cfg.rlgpt_episode_length:  # None: the task's default, as `make_task_env` has it
         task = dataclasses.replace(task, episode_length=int(cfg.rlgpt_episode_length))
     games = int(num_games or cfg.rlgpt_batch_games)
+    # The one place that picks the batch implementation: the compiled engine, equal to
+    # `rlgpt.envs.batch.ReferenceBatch` step for step (tests/envs). Deferred: its kernels load for seconds.
+    from rlgpt.envs.engine import CompiledBatch
+
     quiet_known_warnings()  # Sample Factory's wrappers around a batch env warn on every attribute lookup
-    return BatchTaskEnv(make_batch(games), task, run_seed=int(cfg.seed or 0))
+    return BatchTaskEnv(CompiledBatch(games), task, run_seed=int(cfg.seed or 0))
 
 
 def make_sf_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
