@@ -22,6 +22,10 @@ from .worldgen import generate_world
 
 ACTION_NAMES: tuple[str, ...] = tuple(constants.actions)
 """Crafter's 17 primitive actions; index = action id."""
+MATERIALS: tuple[str, ...] = tuple(constants.materials)
+"""Material names a tile can have, in crafter's order (its semantic ids are 1 + index)."""
+ITEMS: tuple[str, ...] = tuple(constants.items)
+"""Inventory item names, in crafter's order (the first entries of the symbolic ``"vector"``)."""
 
 # Same object order as crafter.Env's SemanticView, so our ids equal crafter's semantic ids.
 _OBJECT_TYPES: tuple[type, ...] = (
@@ -34,14 +38,14 @@ _OBJECT_TYPES: tuple[type, ...] = (
 )
 
 ID_NAMES: tuple[str, ...] = (
-    ("outside",) + tuple(constants.materials) + tuple(cls.__name__.lower() for cls in _OBJECT_TYPES)
+    ("outside",) + MATERIALS + tuple(cls.__name__.lower() for cls in _OBJECT_TYPES)
 )
 """Names of the symbolic view ids: 0 = outside the world, then materials, then objects."""
 
 N_IDS: int = len(ID_NAMES)
 """Number of distinct ids in the symbolic ``"view"`` observation."""
 
-_OBJECT_IDS: dict[type, int] = {cls: 1 + len(constants.materials) + i for i, cls in enumerate(_OBJECT_TYPES)}
+_OBJECT_IDS: dict[type, int] = {cls: 1 + len(MATERIALS) + i for i, cls in enumerate(_OBJECT_TYPES)}
 
 DIRECTIONS: tuple[tuple[tuple[int, int], str], ...] = (
     ((-1, 0), "left"),
@@ -54,12 +58,11 @@ actions are ``move_<name>`` and the facing entries of the vector ``facing_<name>
 _FACING_INDEX: dict[tuple[int, int], int] = {d: i for i, (d, _) in enumerate(DIRECTIONS)}
 
 VECTOR_FIELDS: tuple[str, ...] = (
-    tuple(constants.items) + tuple(f"facing_{name}" for _, name in DIRECTIONS) + ("daylight", "sleeping")
+    ITEMS + tuple(f"facing_{name}" for _, name in DIRECTIONS) + ("daylight", "sleeping")
 )
 """Names of the entries of the symbolic ``"vector"`` observation, in order."""
 
-_ITEM_NAMES: tuple[str, ...] = tuple(constants.items)
-_N_ITEMS = len(_ITEM_NAMES)
+_N_ITEMS = len(ITEMS)
 OBS_MODES: tuple[str, ...] = ("symbolic", "pixels")
 """Accepted values of ``CrafterEnv(obs_mode=...)``."""
 
@@ -347,7 +350,7 @@ class CrafterEnv(gymnasium.Env):
         player = game._player
         vec = np.zeros(len(VECTOR_FIELDS), np.float32)
         inventory = player.inventory
-        vec[:_N_ITEMS] = [inventory[name] for name in _ITEM_NAMES]
+        vec[:_N_ITEMS] = [inventory[name] for name in ITEMS]
         vec[_N_ITEMS + _FACING_INDEX[(int(player.facing[0]), int(player.facing[1]))]] = 1.0
         vec[-2] = game._world.daylight
         vec[-1] = float(player.sleeping)

@@ -24,7 +24,7 @@ from rlgpt.loop import job_record, result_record, step
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
-from rlgpt.rl.sf_env import EpisodeStats
+from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.tracking import LoopProgress
 
 POLICY_MACRO = "policy"

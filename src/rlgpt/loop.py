@@ -117,7 +117,7 @@ class Loop:
     def run_loop(self, task: str, run_dir: Path, steps: int) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record."""
         cfg = self.cfg
-        per_iteration = steps // cfg.iterations
+        per_iteration = cfg.iteration_budget(steps)
         iterations: list[dict[str, Any]] = []
         slow_feedback = "none"
         index = 0

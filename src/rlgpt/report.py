@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgpt import rundir
+from rlgpt.errors import RlgptError
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
 TABLE_MD = "results.md"
@@ -16,7 +17,7 @@ TABLE_PNG = "results.png"
 CURVES_PNG = "iterations.png"
 
 
-class ReportError(ValueError):
+class ReportError(RlgptError, ValueError):
     """A directory given to `rlgpt report` holds no finished run."""
 
 

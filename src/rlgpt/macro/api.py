@@ -31,12 +31,10 @@ from typing import Any
 import crafter
 from crafter import constants
 
-from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS  # a macro yields an action (or its index) per step
+from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS, MATERIALS  # a macro yields an action per step
 from rlgpt.macro import control
 from rlgpt.macro.diagnostics import describe_value
 
-MATERIALS: tuple[str, ...] = tuple(constants.materials)
-"""Material names a tile can have."""
 OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow", "plant", "fence")
 """Kinds of creatures/objects that can stand on a tile."""
 WALKABLE: frozenset[str] = frozenset(constants.walkable)

@@ -45,6 +45,7 @@ import gymnasium as gym
 from signal_slot.signal_slot import EventLoopObject, Timer
 
 from rlgpt import rundir
+from rlgpt.errors import RlgptError
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1
@@ -190,7 +191,7 @@ class MarkRunningMacro(gym.Wrapper):
 # -- the trainer's watch -----------------------------------------------------------------------------------
 
 
-class WorkerDiedError(RuntimeError):
+class WorkerDiedError(RlgptError, RuntimeError):
     """A Sample Factory child process died during training; the message says which, how and doing what."""
 
 
