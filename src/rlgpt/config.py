@@ -101,8 +101,10 @@ class MacroConfig:
 
     file: str | None = None
     """YAML/JSON list of macros (``name``, ``code``, optional ``description``); ``None`` = primitives only."""
-    max_steps: int = 32
-    """Primitive steps after which a running macro is cut off."""
+    max_steps: int = 200
+    """Primitive steps after which a running macro is cut off. Room for the control primitives (a walk to
+    iron, collecting its ingredients first, takes ~100-200 steps); keep `agents.probe_max_steps` equal so
+    macros are probed as they train."""
     memory_limit_mb: int = 1024
     """OS-level backstop: each env worker running macros may grow its data segment by at most this many MiB
     beyond its size at start (``RLIMIT_DATA``); an allocation past it fails the one macro call that made it
@@ -375,11 +377,21 @@ class AgentConfig:
     """Consecutive macro calls per probe episode."""
     probe_warmup_steps: int = 0
     """Random moves before each probe call, so calls start in varied states."""
-    probe_max_steps: int = 64
-    """Primitive step bound of one probe call."""
+    probe_max_steps: int = 200
+    """Primitive step bound of one probe call (as `macros.max_steps` bounds it in training)."""
     reward_dry_run_steps: int = 20
     """Random steps a compiled reward is run for before training; a runtime failure is repaired like a
     compile error."""
+    api: str = "skills"
+    """What the fast agent's prompt documents of the macro API: ``skills`` (queries, moves and the control
+    primitives `game.collect`, `game.craft`, ... of `rlgpt.macro.control`) or ``basic`` (queries and moves
+    only; the ablation). Both compile the same code."""
+    goal_fallback: bool = True
+    """When no sampled macro of a coded sub-action reached its goal in every probe call, also probe the
+    trusted one-call goal macro (`rlgpt.macro.control.goal_macro_code`, e.g.
+    ``yield from game.collect("stone")``) and keep it if it probes better (recorded as ``fallback`` in
+    ``fast.json``). Off for ablations of the model's own code; only at ``api: skills`` (the fallback is
+    made of control primitives)."""
     critic_max_chars: int = 6000
     """Upper bound on the evaluation/probe/diagnostics text in the critic's prompt."""
 
@@ -396,6 +408,10 @@ class AgentConfig:
             raise ConfigError("agents.probe_calls_per_episode and agents.probe_max_steps must be >= 1")
         if self.temperature < 0:
             raise ConfigError(f"agents.temperature must be >= 0, got {self.temperature}")
+        from rlgpt.agents.api_doc import API_LEVELS  # here: the config module stays free of crafter
+
+        if self.api not in API_LEVELS:
+            raise ConfigError(f"agents.api must be one of {', '.join(API_LEVELS)}, got {self.api!r}")
 
 
 MODES = ("rlgpt", "ppo", "code")

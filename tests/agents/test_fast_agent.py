@@ -20,8 +20,10 @@ from rlgpt.macro.reward import compile_reward
 
 CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
                  "wood", "a fixed recipe")
+# The model's own candidates only: the trusted fallback macro has its own test below.
 CONFIG = AgentConfig(samples=2, repair_retries=1, probe_repair_retries=0, code_max_tokens=256,
-                     json_max_tokens=96, probe_seeds=(0, 1), probe_max_steps=32, reward_dry_run_steps=10)
+                     json_max_tokens=96, probe_seeds=(0, 1), probe_max_steps=32, reward_dry_run_steps=10,
+                     goal_fallback=False)
 
 
 @pytest.mark.slow
@@ -173,3 +175,49 @@ def test_run_assembles_a_trainable_reply(client: LLMClient) -> None:
         compile_reward(result.reply.reward_code)
     assert FastReply.from_dict(json.loads(json.dumps(result.reply.to_dict()))) == result.reply
     json.dumps(result.to_dict())
+
+
+STONE = SubAction("get_stone", "mine one stone", "code", "stone", "a walking loop")
+IDLE = "```python\ndef get_stone(game):\n    for i in range(3):\n        yield \"noop\"\n```"
+
+
+@pytest.mark.parametrize("knobs, offered", [({}, True), ({"goal_fallback": False}, False),
+                                            ({"api": "basic"}, False)])
+def test_a_sub_action_no_sample_reaches_gets_the_trusted_goal_macro_when_it_probes_better(
+        client: LLMClient, recording: Recording, knobs: dict, offered: bool) -> None:
+    config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0, code_max_tokens=256,
+                         probe_seeds=(0, 1), probe_max_steps=200, **knobs)
+    agent = FastAgent(client, config)
+    record_reply(client, agent.macro_messages("collect_stone", STONE), IDLE, agent._sampling(0))
+    choice = agent.write_macro("collect_stone", STONE)
+    assert len(recording.requests) == 0  # the recorded idle reply; the fallback asks the model nothing
+    assert choice.candidates[0].probe is not None and choice.candidates[0].probe.goal_rate == 0.0
+    if not offered:
+        assert len(choice.candidates) == 1 and choice.best is choice.candidates[0]
+        return
+    fallback = choice.candidates[-1]
+    assert len(choice.candidates) == 2 and fallback.fallback and not choice.candidates[0].fallback
+    # From a fresh world the goal macro gets a pickaxe (wood, table) before it mines: it reaches the goal.
+    assert fallback.probe is not None and fallback.probe.goal_rate == 1.0
+    assert choice.best is fallback and choice.source is not None
+    assert 'yield from game.collect("stone"' in choice.source.code
+    assert choice.to_dict()["candidates"][1]["fallback"] is True
+
+
+def test_the_horizon_floor_fits_the_chosen_macros_chain_twice() -> None:
+    from rlgpt.agents.code import CodeAttempt, CodeResult
+    from rlgpt.agents.fast import HORIZON_SLACK, MacroCandidate, MacroChoice, chain_horizon
+    from rlgpt.macro.probe import probe_macro
+
+    def choice(steps: int) -> MacroChoice:
+        code = f"def wait(game):\n    for i in range({steps}):\n        yield 'noop'\n"
+        compiled = compile_macro(MacroSource("wait", code))
+        probe = probe_macro(compiled, seeds=(0, 1), max_steps=64)
+        made = MacroChoice(SubAction("wait", "wait", "code", "", ""))
+        made.best = MacroCandidate(0, CodeResult(code, compiled, [CodeAttempt("", code, ())]), probe)
+        return made
+
+    assert chain_horizon([]) == 0
+    assert chain_horizon([choice(10), choice(30)]) == int(HORIZON_SLACK * 40)
+    unprobed = MacroChoice(SubAction("x", "x", "code", "", ""))
+    assert chain_horizon([choice(10), unprobed]) == int(HORIZON_SLACK * 10)

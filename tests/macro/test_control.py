@@ -10,8 +10,9 @@ import random
 import pytest
 
 from bench.control_primitives import MAX_STEPS, SCENARIOS, run_scenario
+from rlgpt.agents.api_doc import api_reference
 from rlgpt.envs.crafter import CrafterEnv
-from rlgpt.macro.api import GameAPI, api_reference
+from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.runtime import run_macro
@@ -34,10 +35,10 @@ def test_each_primitive_reaches_its_goal_on_most_reachable_starts(scenario, env)
 
 
 def test_a_primitive_stops_within_its_step_bound_and_returns_false(env) -> None:
-    # Stone without a pickaxe: crafter ignores `do`, so collect refuses at once; explore for a creature
-    # that is nowhere in view walks exactly max_steps and returns False.
+    # Stone from nothing within 5 steps (wood, a table and a pickaxe come first: not enough); explore for a
+    # creature that is nowhere in view walks exactly max_steps and returns False.
     code = ('def m(game):\n'
-            '    a = yield from game.collect("stone")\n'
+            '    a = yield from game.collect("stone", max_steps=5)\n'
             '    b = yield from game.explore("skeleton", max_steps=7)\n'
             '    yield "noop" if (a, b) == (False, False) else "do"\n')
     macro = compile_macro(MacroSource("m", code))
@@ -45,7 +46,7 @@ def test_a_primitive_stops_within_its_step_bound_and_returns_false(env) -> None:
     game = GameAPI(env.crafter, random.Random(3))
     assert game.nearest("skeleton") is None
     result = run_macro(env, macro, game, gamma=1.0, max_steps=MAX_STEPS)
-    assert result.outcome == "success" and result.steps == 8
+    assert result.outcome == "success" and result.steps == 13
 
 
 @pytest.mark.parametrize("line", ['game.collect("wood")', 'yield game.craft("wood_pickaxe")'])
@@ -102,3 +103,9 @@ def test_goal_macros_chain_to_a_stone_pickaxe_from_a_fresh_world(env) -> None:
             run_macro(env, macro, game, gamma=1.0, max_steps=201)
         made += game.achievements["make_stone_pickaxe"] > 0
     assert made >= 18
+
+
+def test_a_repeated_keyword_argument_is_a_syntax_diagnostic_not_too_complex() -> None:
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", 'def m(game):\n    ok = yield from game.collect("wood", n=1, n=2)\n'))
+    assert caught.value.diagnostics[0].kind == "syntax" and "repeated" in caught.value.diagnostics[0].message

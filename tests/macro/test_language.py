@@ -54,7 +54,8 @@ def test_fuel_counts_loop_iterations(run) -> None:
 
 
 def test_api_reference_lists_every_member() -> None:
-    from rlgpt.macro.api import API_MEMBERS, api_reference
+    from rlgpt.agents.api_doc import api_reference
+    from rlgpt.macro.api import API_MEMBERS
 
     text = api_reference()
     for name in API_MEMBERS - {"actions", "materials", "object_kinds"}:

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from functools import cache
 
+from rlgpt.agents.api_doc import api_reference
 from rlgpt.agents.envdoc import crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
-from rlgpt.macro.api import api_reference
 
 
 @cache
-def documentation() -> dict[str, str]:
-    """The prompt values every role shares: ``env_rules`` (crafter's rules) and ``macro_api``.
+def documentation(api: str = "skills") -> dict[str, str]:
+    """The prompt values every role shares: ``env_rules`` (crafter's rules) and ``macro_api`` (at API level
+    `api`, one of `rlgpt.agents.api_doc.API_LEVELS`).
 
     Every template starts with these (rules first, then the API), so consecutive calls of different roles
     share a long prompt prefix that llama.cpp does not evaluate again.
     """
-    return {"env_rules": crafter_rules(), "macro_api": api_reference()}
+    return {"env_rules": crafter_rules(), "macro_api": api_reference(api)}
 
 
 def describe_task(task: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlgpt import prompts
-from rlgpt.agents.code import CodeResult, write_code
+from rlgpt.agents.code import CodeAttempt, CodeResult, write_code
 from rlgpt.agents.common import describe_task, documentation, render_decomposition
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
@@ -25,6 +25,7 @@ from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.control import goal_macro_code
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
@@ -55,12 +56,16 @@ class MacroCandidate:
     """Probe of the compiled macro (None when it never compiled)."""
     revises: int | None = None
     """Index of the candidate whose probe this one was asked to fix (None for an independent sample)."""
+    fallback: bool = False
+    """True for the trusted goal macro (`macro.control.goal_macro_code`), not written by the model: offered
+    when no sample reached the goal in every probe call, and kept only when it probes better."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
                 "attempts": [a.to_dict() for a in self.code.attempts],
-                "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises}
+                "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises,
+                "fallback": self.fallback}
 
 
 @dataclass
@@ -128,6 +133,21 @@ def probe_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "n
             f"they faced); keep what worked.")
 
 
+HORIZON_SLACK = 2.0
+"""How many times the probed length of the chosen macros' chain a training episode lasts at least."""
+HORIZON_CAP = 10_000
+"""Longest horizon the floor raises to (the setup schema's maximum)."""
+
+
+def chain_horizon(choices: list[MacroChoice]) -> int:
+    """The horizon floor for training with `choices`' kept macros: `HORIZON_SLACK` times the sum of their
+    probed mean steps (each sub-action is probed where the ones before it leave the player, so the sum is
+    what playing the chain once takes). A small model's horizon (16 steps) shorter than the chain would make
+    the goal unreachable in any training episode."""
+    steps = sum(c.best.probe.mean_steps for c in choices if c.best is not None and c.best.probe is not None)
+    return min(HORIZON_CAP, int(HORIZON_SLACK * steps + 0.5))
+
+
 def counters(game: GameAPI) -> tuple[tuple[str, int], ...]:
     """Inventory and achievement counts of `game`'s player, comparable across steps."""
     return (*sorted(game.inventory.items()), *sorted(game.achievements.items()))
@@ -161,8 +181,9 @@ class FastAgent:
 
     def macro_messages(self, task: str, sub: SubAction, feedback: str = "none") -> list[dict[str, str]]:
         """The prompt asking for sub-action `sub`'s macro."""
-        return prompts.render("fast", **documentation(), task=describe_task(task), name=sub.name,
-                              description=sub.description, goal=goal_text(sub), feedback=feedback or "none")
+        return prompts.render("fast", **documentation(self.config.api), task=describe_task(task),
+                              name=sub.name, description=sub.description, goal=goal_text(sub),
+                              feedback=feedback or "none")
 
     def compile_macro_code(self, name: str, code: str) -> CompiledMacro:
         """The compile step of the repair loop (raises MacroCompileError)."""
@@ -215,7 +236,29 @@ class FastAgent:
             choice.candidates.append(
                 self._candidate(len(choice.candidates), revision, sub, setup, revises=best.index))
             self._select(choice)
+        self._offer_fallback(choice, setup)
         return choice
+
+    def _offer_fallback(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> None:
+        """When no candidate reached the sub-action's goal in every probe call, probe the trusted one-call
+        goal macro (`goal_macro_code`: e.g. ``yield from game.collect("stone")``) as one more candidate; it
+        is kept only if it probes better. The small model writes walking loops well and placing/crafting
+        badly: this keeps a coded sub-action from failing for want of a working building block."""
+        sub, best = choice.subaction, choice.best
+        if not self.config.goal_fallback or self.config.api != "skills" or not sub.goal:
+            return
+        if best is not None and best.probe is not None and best.probe.goal_rate == 1.0:
+            return
+        code = goal_macro_code(sub.name, sub.goal, self.config.probe_max_steps)
+        if code is None:
+            return
+        compiled = self.compile_macro_code(sub.name, code)  # trusted source: a failure here is a bug
+        self.on_phase("probe")
+        probe = self.probe(compiled, sub.goal, setup)
+        self.on_phase("fast")
+        result = CodeResult(code, compiled, [CodeAttempt("", code, ())])
+        choice.candidates.append(MacroCandidate(len(choice.candidates), result, probe, fallback=True))
+        self._select(choice)
 
     # -- reward ------------------------------------------------------------------------------------
 
@@ -252,7 +295,7 @@ class FastAgent:
     def write_reward(self, task: str, decomposition: Decomposition | None,
                      feedback: str = "none") -> CodeResult:
         """Ask for ``def reward(game, prev)``; compile, dry-run and repair it."""
-        messages = prompts.render("fast_reward", **documentation(), task=describe_task(task),
+        messages = prompts.render("fast_reward", **documentation(self.config.api), task=describe_task(task),
                                   decomposition=render_decomposition(decomposition),
                                   feedback=feedback or "none")
         return write_code(self.client, ROLE, messages, REWARD_ENTRY, self.check_reward,
@@ -306,5 +349,6 @@ class FastAgent:
                   if name in setup.macros or (c.best is not None and c.best.probe is not None
                                               and (c.best.probe.goal_rate or 0.0) > 0.0)]
         reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
-                          reward.code or "", setup.observation, setup.horizon)
+                          reward.code or "", setup.observation,
+                          max(setup.horizon, chain_horizon([kept[n] for n in chosen])))
         return FastResult(reply, choices, reward, setup)

@@ -717,7 +717,10 @@ def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) 
         tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
         tree = ast.fix_missing_locations(_Instrumenter().visit(tree))
         code = compile(tree, f"<macro:{source.name}>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError) as exc:
+    except SyntaxError as exc:  # what only the bytecode compiler checks, e.g. a repeated keyword argument
+        diagnostic = make_diagnostic("syntax", exc.msg, source.code, exc.lineno, exc.offset)
+        raise MacroCompileError(source.name, (diagnostic,)) from None
+    except (ValueError, RecursionError, MemoryError, SystemError) as exc:
         diagnostic = make_diagnostic(
             "too_deep", f"the code is too complex to compile ({type(exc).__name__})", source.code, None, None
         )

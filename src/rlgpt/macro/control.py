@@ -242,8 +242,14 @@ def _walk_to(game: GameAPI, kind: str, clock: _Clock) -> Actions:
 
 def _collect(game: GameAPI, material: str, n: int, clock: _Clock) -> Actions:
     info = _COLLECT[material]
-    if missing(game, info["require"]):
-        return False  # crafter ignores `do` on it without the tool: no step would help
+    for tool in missing(game, info["require"]):
+        # crafter ignores `do` on the material without its tool: make the tool first (the tech tree is
+        # acyclic, so this recursion ends: iron needs a stone pickaxe, whose stone needs a wood pickaxe).
+        if tool not in constants.make:
+            return False
+        made = yield from _craft(game, tool, clock)
+        if not made:
+            return False
     counters = [f"collect_{item}" for item in info["receive"]]
     target = sum(_count(game, c) for c in counters) + n
     while clock.left > 0 and sum(_count(game, c) for c in counters) < target:
@@ -258,16 +264,22 @@ def _collect(game: GameAPI, material: str, n: int, clock: _Clock) -> Actions:
 
 
 def _gather(game: GameAPI, needs: dict[str, int], clock: _Clock) -> Actions:
-    """Collect what the inventory lacks of `needs` (each item from its source material); False as soon as
-    something missing cannot be collected (no source, or a tool it needs is missing) or was not found."""
-    for item, count in missing(game, needs).items():
-        material = _ITEM_SOURCE.get(item)
-        if material is None or missing(game, _COLLECT[material]["require"]):
-            return False
-        ok = yield from _collect(game, material, count, clock)
-        if not ok:
-            return False
-    return True
+    """Collect what the inventory lacks of `needs` (each item from its source material, making the tool it
+    needs first); False as soon as something missing cannot be collected or was not found. Rounds repeat
+    because a tool made on the way can use up what was gathered before it (stone pickaxe from nothing:
+    its wood went into the wood pickaxe that its stone needed)."""
+    for _ in range(_GATHER_ROUNDS):
+        if not missing(game, needs):
+            return True
+        for item, count in needs.items():
+            material = _ITEM_SOURCE.get(item)
+            if material is None:
+                return False
+            if game.item(item) < count:
+                ok = yield from _collect(game, material, count - game.item(item), clock)
+                if not ok:
+                    return False
+    return not missing(game, needs)
 
 
 def _place_spot(game: GameAPI, where: tuple[str, ...]) -> tuple[int, int] | None:
@@ -395,7 +407,7 @@ def walk_to(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions
 def collect(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Collect `n` of a material (tree, stone, coal, iron, diamond, water, grass) or the item it gives
     (wood, stone, coal, iron, diamond, drink, sapling): walk to it and ``do`` until crafter counted `n`
-    collections. Returns False at once when a required tool is missing."""
+    collections. A missing tool (the pickaxe stone, coal, iron or diamond needs) is crafted first."""
     material = collect_source(name)
     if type(n) is not int or not 1 <= n <= 99:
         raise ValueError(f"n must be an int in [1, 99], got {n!r}")
@@ -413,8 +425,8 @@ def place(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Acti
 def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Make `item` (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...): collect what the inventory
     lacks of its ingredients, stand next to the stations its recipe needs (table; table and furnace for
-    iron tools; a station out of view is built anew), then make it. False when an ingredient cannot be
-    collected with the tools at hand."""
+    iron tools; a station out of view is built anew), then make it; an ingredient that needs a tool gets the
+    tool made first. False when it ran out of steps or found nothing."""
     if item not in constants.make:
         raise ValueError(f"cannot craft {item!r}; craftable: {', '.join(constants.make)}")
     return _craft(game, item, _Clock(max_steps))
@@ -481,6 +493,9 @@ def goal_macro_code(name: str, goal: str, max_steps: int = DEFAULT_STEPS) -> str
     call = call[:-1] + (f"max_steps={max_steps})" if call.endswith("()") else f", max_steps={max_steps})")
     return f"def {name}(game):\n    ok = yield from {call}\n"
 
+
+_GATHER_ROUNDS = 4
+"""Bound on `_gather`'s rounds (each tool level can use up one round's gathering; the tech tree has three)."""
 
 _COLLECT_ACHIEVEMENT = {f"collect_{item}": item for item in _ITEM_SOURCE}
 """collect_<item> achievement -> the item (crafter counts one per collection of that item)."""

@@ -1,0 +1,80 @@
+"""The macro API's reference text for the prompts (``$macro_api``), at an API level.
+
+Generated here, on the prompt side, from `GameAPI`'s own docstrings and the compiler's allow-lists, so the
+prompt cannot drift from the code and the macro package does not import its own compiler for a prompt.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS
+from rlgpt.macro import control
+from rlgpt.macro.api import API_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI
+from rlgpt.macro.compiler import SAFE_METHODS
+from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES
+
+API_LEVELS = ("basic", "skills")
+"""What the prompt documents: ``basic`` (queries and moves only) or ``skills`` (also the control primitives,
+`rlgpt.macro.control`). Both levels compile the same code; the level only changes what the model is told."""
+
+
+def _doc(member: Any) -> str:
+    """The first paragraph of a member's docstring, on one line."""
+    doc = (getattr(member, "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in doc.splitlines())
+
+
+def _call_signature(member: Any) -> str:
+    """``(name, n=1, max_steps=100)``: parameters with defaults, no annotations (shorter for the prompt)."""
+    params = list(inspect.signature(member).parameters.values())[1:]
+    return "(" + ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                           for p in params) + ")"
+
+
+def api_reference(level: str = "skills") -> str:
+    """Plain-text reference of what macro code may use, for the fast agent's prompt (``$macro_api``).
+
+    Built from `GameAPI`'s own docstrings, so the prompt cannot drift from the code. `level` is one of
+    `API_LEVELS`.
+    """
+    if level not in API_LEVELS:
+        raise ValueError(f"api level must be one of {API_LEVELS}, got {level!r}")
+    lines = [
+        "Write `def <name>(game):` as a generator; `yield` one primitive action name per step;"
+        " `return` when done.",
+        "Positions are (x, y) world tiles; x grows right, y grows down ('move_up' is (0, -1));"
+        " only the local view (9x7 tiles around the player) is visible.",
+        f"Actions: {', '.join(ACTION_NAMES)}.",
+        f"Materials: {', '.join(MATERIALS)}. Object kinds: {', '.join(OBJECT_KINDS)}.",
+        "game members:",
+    ]
+    for name in sorted(API_MEMBERS - {"actions", "materials", "object_kinds", *control.PRIMITIVES}):
+        member = getattr(GameAPI, name)
+        doc = SLOT_DOCS.get(name) or (getattr(member, "__doc__", None) or "").strip().split("\n")[0]
+        if callable(member) and not isinstance(member, property):
+            signature = str(inspect.signature(member)).replace("self, ", "").replace("(self)", "()")
+            lines.append(f"  game.{name}{signature}: {doc}")
+        else:
+            lines.append(f"  game.{name}: {doc}")
+    if level == "skills":
+        lines.append("Control primitives: generators of actions; use `ok = yield from game.<name>(...)`; "
+                     "each stops within max_steps and returns True when it reached its goal:")
+        lines += [f"  game.{name}{_call_signature(getattr(GameAPI, name))}: "
+                  f"{_doc(getattr(GameAPI, name)).removeprefix('Use `yield from`: ')}"
+                  for name in control.PRIMITIVES]
+        lines += ["  They collect missing ingredients, tools and stations first. One call can be a whole"
+                  " sub-action, e.g.:",
+                  "    def get_stone(game):",
+                  "        ok = yield from game.collect(\"stone\", n=2)"]
+    lines += [
+        f"Builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}.",
+        f"Methods on lists/dicts/sets/strings: {', '.join(sorted(SAFE_METHODS))}.",
+        "Not allowed: imports, names/attributes starting with '_' (a bare `_` loop variable is fine),"
+        " classes, global/nonlocal, with, bare except, lambdas except as call arguments (key=...),"
+        " * and ** unpacking.",
+        "Loops, calls, comparisons and allocations cost fuel; a macro that runs out of fuel, time or"
+        " steps fails.",
+    ]
+    return "\n".join(lines)
