@@ -50,6 +50,10 @@ class EnvConfig:
     by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling), ``gym`` (one Python env
     per game with the per-env wrappers, `rlgpt.rl.sf_env`; what macros, the LLM's dense reward, observation
     parts and pixel observations need), or ``auto``: ``batch`` wherever it applies, else ``gym``."""
+    start_pool: str | None = None
+    """File of saved start states (`rlgpt.macro.prefix.save_pool`): each training episode starts from one of
+    them, restored exactly, instead of a fresh world. The planner sets it for a chain's later subtasks (the
+    states its earlier skills reach) and counts the steps that built it; needs the ``gym`` backend."""
 
 
 @dataclass
@@ -452,6 +456,11 @@ class RunConfig:
     """The persistent skill library; None = ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``."""
     skill_threshold: float = 0.2
     """Evaluation success a result needs to be stored in (or taken from) the skill library."""
+    chain_starts: int = 16
+    """Start states a planned chain's later subtask trains from: the planner plays the chain's earlier skills
+    from fresh worlds and saves up to this many states where they all reached their goals
+    (`rlgpt.skills.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
+    every subtask from fresh worlds. The chain's own evaluation always plays from fresh worlds."""
     wandb: bool = False
     """One W&B run per ``rlgpt run`` (offline unless ``WANDB_MODE`` says otherwise)."""
     wandb_project: str = "rlgpt"
@@ -511,6 +520,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
+        (cfg.chain_starts >= 0, "chain_starts must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:

@@ -41,11 +41,16 @@ from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
 from rlgpt.executor import Executor, TrainJob
 from rlgpt.macro.diagnostics import Diagnostic
+from rlgpt.macro.prefix import save_pool
 from rlgpt.macro.probe import ProbeCall, ProbeReport, ProbeState
-from rlgpt.skills import Skill, SkillLibrary, run_chain
+from rlgpt.skills import Skill, SkillLibrary, chain_start_pool, run_chain
 from rlgpt.tracking import LoopProgress
 
 SUMMARY_JSON = "summary.json"
+START_POOL_JSON = "start_pool.json"
+"""A chain subtask's start-state record (``pool`` file, steps played, states reached)."""
+START_POOL_FILE = "start_pool.pkl"
+"""The saved start states themselves (`rlgpt.macro.prefix.save_pool`)."""
 
 
 def step(path: Path, compute: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
@@ -114,8 +119,9 @@ class Loop:
         self.executor = executor
         self.progress = progress
 
-    def run_loop(self, task: str, run_dir: Path, steps: int) -> dict[str, Any]:
-        """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record."""
+    def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None) -> dict[str, Any]:
+        """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record.
+        Trainings start their episodes from `start_pool`'s states when given (a chain's later subtask)."""
         cfg = self.cfg
         per_iteration = cfg.iteration_budget(steps)
         iterations: list[dict[str, Any]] = []
@@ -137,7 +143,8 @@ class Loop:
                 reply = FastReply.from_dict(fast["reply"])
 
                 self.progress.phase("train", index, task)
-                evaluation = step(it_dir / "eval.json", self.train_step, it_dir, task, reply, per_iteration)
+                evaluation = step(it_dir / "eval.json", self.train_step, it_dir, task, reply, per_iteration,
+                                  start_pool)
                 self.progress.used(evaluation["steps"])
 
                 self.progress.phase("critic", index, task)
@@ -185,11 +192,14 @@ class Loop:
         rundir.write_json(it_dir / "probes.json", probes)
         return {"feedback": feedback, **result.to_dict()}
 
-    def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int) -> dict[str, Any]:
-        """Train on the augmented action space with the LLM's reward, observation and horizon; evaluate."""
+    def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int,
+                   start_pool: str | None = None) -> dict[str, Any]:
+        """Train on the augmented action space with the LLM's reward, observation and horizon (from
+        `start_pool`'s states when given); evaluate."""
         train = dataclasses.replace(self.cfg.train, task=task, steps=steps, seed=self.cfg.seed,
                                     run_dir=str(it_dir / "train"), eval_episodes=0, wandb=False,
-                                    env=dataclasses.replace(self.cfg.train.env, episode_length=reply.horizon),
+                                    env=dataclasses.replace(self.cfg.train.env, episode_length=reply.horizon,
+                                                            start_pool=start_pool),
                                     macros=dataclasses.replace(self.cfg.train.macros, file=None))
         if reply.macros:
             train.macros.file = str(it_dir / "macros.yaml")
@@ -224,12 +234,16 @@ class Loop:
         chain, used, parts = [], 0, []
         for i, sub in enumerate(subtasks):
             sub_dir = run_dir / f"sub_{i:02d}_{sub.name}"
+            starts = {"pool": None, "steps": 0, "reached": 0, "episodes": 0}
+            if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
+                starts = step(sub_dir / START_POOL_JSON, self.start_step, chain, sub_dir)
             choice = step(sub_dir / "skill.json", self.skill_step, sub.name, sub_dir,
-                          steps // len(subtasks), library)
+                          steps // len(subtasks), library, starts["pool"])
             chain.append(Skill(**choice["skill"]))
-            used += choice["steps"]
+            used += choice["steps"] + starts["steps"]
             parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
                           "success_rate": choice["skill"]["success_rate"], "steps": choice["steps"],
+                          "prefix_steps": starts["steps"], "start_states": starts["reached"],
                           "macros": [m["name"] for m in choice["skill"]["macros"]], "critic": ""})
         self.progress.phase("chain", len(subtasks) - 1, task)
         evaluation = step(run_dir / "chain.json", run_chain, chain, task, self.cfg.eval_episodes,
@@ -237,13 +251,28 @@ class Loop:
         return result_record(self.cfg, task, "rlgpt", steps, used, evaluation, parts, best="chain",
                              plan=[s.name for s in subtasks])
 
-    def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary) -> dict[str, Any]:
+    def start_step(self, chain: list[Skill], sub_dir: Path) -> dict[str, Any]:
+        """The start states of the subtask after `chain`: its skills played from fresh worlds, the states
+        where all reached their goals saved to ``start_pool.pkl`` (``pool`` None when none did: the subtask
+        then trains from fresh worlds). Every step played is reported in ``steps``."""
+        found = chain_start_pool(chain, self.cfg.chain_starts, self.cfg.train.env.episode_length or 1000,
+                                 seed=self.cfg.seed)
+        pool = None
+        if found["states"]:
+            sub_dir.mkdir(parents=True, exist_ok=True)
+            save_pool(sub_dir / START_POOL_FILE, found["states"])
+            pool = str(sub_dir / START_POOL_FILE)
+        return {"pool": pool, "steps": found["steps"], "reached": found["reached"],
+                "episodes": found["episodes"]}
+
+    def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
+                   start_pool: str | None = None) -> dict[str, Any]:
         """A subtask's skill: the library's best entry meeting the threshold, or the loop's best iteration
-        (stored in the library when it meets the threshold)."""
+        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given."""
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "skill": dataclasses.asdict(found)}
-        summary = step(sub_dir / SUMMARY_JSON, self.run_loop, task, sub_dir, steps)
+        summary = step(sub_dir / SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool)
         best_dir = sub_dir / summary["best"]
         macros_file = best_dir / "macros.yaml"
         macros = yaml.safe_load(macros_file.read_text()) if macros_file.is_file() else []

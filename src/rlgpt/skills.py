@@ -235,3 +235,51 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
             "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(stages)),
             "mean_episode_steps": float(np.mean(lengths)), "chain": [s.task for s in skills],
             "traces": traces}
+
+
+PREFIX_SEED_BASE = 7_000_000
+"""World seeds of the episodes that build a chain's start states (apart from training and evaluation's)."""
+
+
+def chain_start_pool(skills: Sequence[Skill], size: int, max_steps: int, seed: int = 0,
+                     max_episodes: int | None = None) -> dict[str, Any]:
+    """Start states for the subtask after `skills`: play the skills in sequence from fresh worlds (as
+    `run_chain` does) and save the game (`CrafterEnv.snapshot`, exact) wherever every skill reached its goal
+    alive, until `size` states are saved or `max_episodes` (default ``4 * size``) were played.
+
+    Returns ``{"states", "steps", "episodes", "reached"}``: ``steps`` counts every primitive step played
+    (the run counts them against its budget as chain-prefix steps)."""
+    from rlgpt.envs.tasks import TaskSpec, make_task_env
+
+    policies = [SkillPolicy(s) for s in skills]
+    states: list[Any] = []
+    steps = episodes = 0
+    for episode in range(max_episodes or 4 * size):
+        if len(states) >= size:
+            break
+        episodes += 1
+        # The task env never ends the episode before the chain does: the last skill's goal ends it at most.
+        task_env = make_task_env(TaskSpec.from_name(skills[-1].task),
+                                 episode_length=max_steps * len(policies))
+        base = ChainBase(task_env)
+        reached = 0
+        for policy in policies:
+            env = policy.wrap(base)
+            obs, _ = env.reset(seed=PREFIX_SEED_BASE + seed * 1000 + episode) if reached == 0 else env.reset()
+            goals = TaskSpec.from_name(policy.skill.task).targets
+            ended = False
+            for _ in range(max_steps):  # each skill gets `max_steps` decisions to reach its goal
+                obs, _, terminated, truncated, info = env.step(policy.act(obs))
+                steps += int(info.get("macro_steps", 1))
+                if all(info["achievements"].get(g, 0) > 0 for g in goals):
+                    reached += 1
+                    break
+                if terminated or truncated:
+                    ended = True
+                    break
+            if ended or reached < policies.index(policy) + 1:
+                break
+        crafter_env = task_env.env
+        if reached == len(policies) and crafter_env.crafter._player.health > 0:
+            states.append(crafter_env.snapshot())
+    return {"states": states, "steps": steps, "episodes": episodes, "reached": len(states)}

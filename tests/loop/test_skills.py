@@ -80,3 +80,18 @@ def test_chain_hands_over_when_a_skill_reaches_its_goal(tmp_path: Path, trained:
     # The first skill's goal is the task: exactly the episodes where wood is collected end after stage 1.
     assert result["mean_stages_completed"] == result["success_rate"] and result["episodes"] == 3
     assert result["success_rate"] == result["achievement_success"]["collect_wood"]
+
+
+def test_chain_start_pool_keeps_states_where_every_skill_reached_its_goal(tmp_path: Path,
+                                                                         trained: Path) -> None:
+    import torch
+
+    from rlgpt.skills import chain_start_pool
+
+    torch.manual_seed(0)  # the policy samples its actions
+    wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)
+    found = chain_start_pool([wood], size=2, max_steps=1000, seed=0, max_episodes=10)
+    assert 1 <= found["reached"] == len(found["states"]) <= 2 and found["episodes"] <= 10
+    assert found["steps"] >= found["episodes"]  # every step played is counted
+    for state in found["states"]:
+        assert state.player.achievements["collect_wood"] > 0 and state.player.health > 0

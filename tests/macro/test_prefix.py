@@ -104,3 +104,51 @@ def test_snapshots_reject_a_world_of_another_size() -> None:
     large.reset(seed=0)
     with pytest.raises(ValueError):
         large.restore(small.snapshot())
+
+
+def test_a_pool_saved_to_a_file_restores_the_same_games(tmp_path) -> None:
+    from rlgpt.macro.prefix import load_pool, save_pool
+
+    builder = PrefixStart(make_task_env("make_wood_pickaxe", episode_length=50), LINKS, pool_size=2)
+    for seed in range(2):
+        builder.reset(seed=seed)
+    assert len(builder.pool) == 2
+    save_pool(tmp_path / "pool.pkl", builder.pool)
+    states = load_pool(tmp_path / "pool.pkl")
+    pooled = PrefixStart(make_task_env("make_wood_pickaxe", episode_length=50), pool=states)
+    expected = []
+    for state in builder.pool:
+        env = CrafterEnv(length=None)
+        env.reset(seed=0)
+        env.restore(state)
+        expected.append(game_of(env))
+    seen = []
+    for seed in range(8):
+        _, info = pooled.reset(seed=seed)
+        assert info["prefix_steps"] == 0 and info["prefix_ok"]
+        assert info["achievements"]["place_table"] == 1  # the state's achievements count as unlocked
+        seen.append(game_of(pooled.env.env))
+    for game in seen:
+        assert any(_same(game, e) for e in expected)
+
+
+def _same(a: dict, b: dict) -> bool:
+    try:
+        assert_same_game(a, b)
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("content", [b"", b"not a pickle", None])
+def test_a_bad_pool_file_is_a_value_error_naming_it(tmp_path, content) -> None:
+    import pickle
+
+    from rlgpt.macro.prefix import load_pool
+
+    path = tmp_path / "pool.pkl"
+    path.write_bytes(content if content is not None else pickle.dumps({"format": 1, "states": []}))
+    with pytest.raises(ValueError, match="pool"):
+        load_pool(path)
+    with pytest.raises(ValueError, match="links to play or a pool"):
+        PrefixStart(make_task_env("collect_wood"))

@@ -8,6 +8,10 @@ the first `pool_size` successful starts are saved (`CrafterEnv.snapshot`, exact)
 one of them. Every primitive step the prefix plays is reported in ``info["prefix_steps"]`` of the reset, so
 that a run's budget can count it; restored starts cost none.
 
+A pool can also be built elsewhere (the planner plays the chain's stored skills, trained policies included,
+`rlgpt.skills.chain_start_pool`) and handed over as a file (`save_pool`/`load_pool`): then every episode
+restores one of its states and the steps that built it are counted where it was built.
+
 A start whose prefix missed a link's goal (or died) is not used: the prefix is played again on a new world,
 at most `attempts` times; after that the episode starts where the last attempt left off (alive) or from a
 fresh world, and ``info["prefix_ok"]`` says so.
@@ -15,9 +19,11 @@ fresh world, and ``info["prefix_ok"]`` says so.
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -43,26 +49,29 @@ class PrefixLink:
 class PrefixStart(gymnasium.Wrapper):
     """Starts each episode of a `TaskEnv` after the chain prefix `links` (see the module docstring)."""
 
-    def __init__(self, env: TaskEnv, links: Sequence[PrefixLink], *, max_steps: int = 300,
-                 pool_size: int = 8, attempts: int = 3) -> None:
+    def __init__(self, env: TaskEnv, links: Sequence[PrefixLink] = (), *, max_steps: int = 300,
+                 pool_size: int = 8, attempts: int = 3, pool: Sequence[GameState] = ()) -> None:
         """Args:
             env: the subtask's env (a `TaskEnv` directly over a `CrafterEnv`).
             links: the chain's earlier links, in order.
             max_steps: primitive step bound of each link's macro call.
             pool_size: start states saved and reused (0: play the prefix every episode).
             attempts: worlds tried per fresh start before giving up on the prefix.
+            pool: start states built beforehand; with no `links`, every episode restores one of them.
         """
         if not isinstance(env, TaskEnv) or not isinstance(env.env, CrafterEnv):
             raise TypeError("PrefixStart wraps a TaskEnv over a CrafterEnv")
         if max_steps < 1 or pool_size < 0 or attempts < 1:
             raise ValueError("max_steps and attempts must be >= 1, pool_size >= 0")
+        if not links and not pool:
+            raise ValueError("PrefixStart needs links to play or a pool of start states")
         super().__init__(env)
         self.links = tuple(links)
         self.max_steps = max_steps
         self.pool_size = pool_size
         self.attempts = attempts
-        self.pool: list[GameState] = []
-        """Saved start states (after a prefix that reached every link's goal)."""
+        self.pool: list[GameState] = list(pool)
+        """Saved start states (after a prefix that reached every link's goal, or handed over)."""
         self._rng: random.Random | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -70,7 +79,7 @@ class PrefixStart(gymnasium.Wrapper):
         if self._rng is None or seed is not None:
             self._rng = random.Random(seed)
         task_env: TaskEnv = self.env  # type: ignore[assignment]
-        if self.links and self.pool_size and len(self.pool) >= self.pool_size:
+        if self.pool and (not self.links or (self.pool_size and len(self.pool) >= self.pool_size)):
             obs, info = task_env.restore(self.pool[self._rng.randrange(len(self.pool))])
             return obs, {**info, "prefix_steps": 0, "prefix_ok": True}
         spent, ok, state = 0, not self.links, None
@@ -106,3 +115,26 @@ class PrefixStart(gymnasium.Wrapper):
             if link.goal and not Goal.parse(link.goal).reached(before, ProbeState.of(game)):
                 return False, steps, True
         return True, steps, True
+
+
+POOL_FORMAT = 1
+"""Version of `save_pool`'s file layout."""
+
+
+def save_pool(path: str | Path, states: Sequence[GameState]) -> None:
+    """Write start states for `load_pool` (pickled: the run's own file, written and read by rlgpt only)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(pickle.dumps({"format": POOL_FORMAT, "states": list(states)}))
+    tmp.replace(path)  # whole or absent: a crash never leaves half a pool
+
+
+def load_pool(path: str | Path) -> list[GameState]:
+    """The start states `save_pool` wrote to `path` (ValueError when the file is not such a pool)."""
+    try:
+        data = pickle.loads(Path(path).read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+        raise ValueError(f"cannot read the start-state pool {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != POOL_FORMAT or not data.get("states"):
+        raise ValueError(f"{path} is not a start-state pool of format {POOL_FORMAT} with states")
+    return list(data["states"])

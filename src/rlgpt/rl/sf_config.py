@@ -46,6 +46,7 @@ def env_backend(cfg: TrainConfig, setup: EnvSetup = NO_SETUP) -> str:
             (bool(cfg.macros.file), "macros"),
             (bool(setup.reward_code), "the LLM's dense reward"),
             (bool(setup.observation), "observation parts"),
+            (bool(cfg.env.start_pool), "saved start states"),
         )
         if needed
     ]
@@ -90,6 +91,7 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         # Macro sources travel in the config; each env worker compiles them (no code objects pickled).
         "rlgpt_macros": sources_to_json(load_macro_file(cfg.macros.file)) if cfg.macros.file else "",
         "rlgpt_macro_max_steps": cfg.macros.max_steps,
+        "rlgpt_start_pool": cfg.env.start_pool or "",
         "rlgpt_macro_memory_mb": cfg.macros.memory_limit_mb,
         "rlgpt_reward": setup.reward_code,
         "rlgpt_observation": ",".join(setup.observation),

@@ -18,6 +18,7 @@ from sample_factory.envs.env_utils import register_env
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import TaskSpec, make_task_env
+from rlgpt.macro.prefix import PrefixStart, load_pool
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
 from rlgpt.rl.wrappers import wrap_task_env
@@ -41,6 +42,9 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
     """One task env of ``crafter_<task>`` with the wrappers the run's config asks for (``gym`` backend)."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
     env = make_task_env(task, obs_mode=cfg.rlgpt_obs_mode, episode_length=cfg.rlgpt_episode_length)
+    pool = getattr(cfg, "rlgpt_start_pool", "")  # getattr: runs trained before the flag existed lack it
+    if pool:
+        env = PrefixStart(env, pool=load_pool(pool))
     return wrap_task_env(env, cfg)
 
 
