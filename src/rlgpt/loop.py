@@ -40,6 +40,7 @@ from rlgpt.agents.replies import Decomposition, FastReply, Feedback, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
 from rlgpt.executor import Executor, TrainJob
+from rlgpt.macro.code_skills import code_skills
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.prefix import save_pool
 from rlgpt.macro.probe import ProbeCall, ProbeReport, ProbeState
@@ -237,6 +238,8 @@ class Loop:
             starts = {"pool": None, "steps": 0, "reached": 0, "episodes": 0}
             if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
                 starts = step(sub_dir / START_POOL_JSON, self.start_step, chain, sub_dir)
+            # The chain's macros so far that reached their goals are callable skills of this subtask's.
+            self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
             choice = step(sub_dir / "skill.json", self.skill_step, sub.name, sub_dir,
                           steps // len(subtasks), library, starts["pool"])
             chain.append(Skill(**choice["skill"]))
@@ -274,8 +277,7 @@ class Loop:
             return {"source": "library", "steps": 0, "skill": dataclasses.asdict(found)}
         summary = step(sub_dir / SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool)
         best_dir = sub_dir / summary["best"]
-        macros_file = best_dir / "macros.yaml"
-        macros = yaml.safe_load(macros_file.read_text()) if macros_file.is_file() else []
+        macros = measured_macros(best_dir)
         provenance = {"run_dir": str(sub_dir), "iteration": summary["best"],
                       "model_id": getattr(self.agents.fast.client, "model_id", "")}
         if summary["success_rate"] >= self.cfg.skill_threshold:
@@ -295,6 +297,19 @@ class Loop:
         return result_record(self.cfg, task, "rlgpt", steps, sum(it["steps"] for it in iterations),
                              report, iterations, best=best["dir"],
                              checkpoint=str(run_dir / best["dir"] / "train"))
+
+
+def measured_macros(it_dir: Path) -> list[dict[str, Any]]:
+    """An iteration's trained macros (``macros.yaml``) with the goal and goal rate their probes measured
+    (``probes.json``): what a skill stores so that later macros can call them."""
+    macros_file = it_dir / "macros.yaml"
+    macros = yaml.safe_load(macros_file.read_text()) if macros_file.is_file() else []
+    probes_file = it_dir / "probes.json"
+    probes = {p["macro"]: p for p in json.loads(probes_file.read_text())} if probes_file.is_file() else {}
+    for m in macros:
+        probe = probes.get(m["name"], {})
+        m["goal"], m["goal_rate"] = probe.get("goal") or "", probe.get("goal_rate")
+    return macros
 
 
 def job_record(result: Any) -> dict[str, Any]:

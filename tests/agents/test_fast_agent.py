@@ -221,3 +221,22 @@ def test_the_horizon_floor_fits_the_chosen_macros_chain_twice() -> None:
     assert chain_horizon([choice(10), choice(30)]) == int(HORIZON_SLACK * 40)
     unprobed = MacroChoice(SubAction("x", "x", "code", "", ""))
     assert chain_horizon([choice(10), unprobed]) == int(HORIZON_SLACK * 10)
+
+
+def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(
+        client: LLMClient, recording: Recording) -> None:
+    from rlgpt.macro.code_skills import CodeSkill
+
+    agent = FastAgent(client, AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0,
+                                          probe_seeds=(0,), probe_max_steps=200, goal_fallback=False))
+    plain = agent.macro_messages("place_table", CHOP)[1]["content"]
+    wood = 'def get_wood(game):\n    ok = yield from game.collect("wood", 2)\n'
+    agent.code_skills = {"get_wood": CodeSkill("get_wood", "collect two wood", "wood", wood, 1.0)}
+    messages = agent.macro_messages("place_table", CHOP)
+    assert "skills" not in plain and "skills.get_wood(game): collect two wood" in messages[1]["content"]
+    reply = "```python\ndef chop_tree(game):\n    ok = yield from skills.get_wood(game)\n```"
+    record_reply(client, messages, reply, agent._sampling(0))
+    choice = agent.write_macro("place_table", CHOP)
+    assert not recording.requests and choice.source is not None
+    assert "def skill_get_wood(game)" in choice.source.code  # what trains is the linked module
+    assert choice.best is not None and choice.best.probe is not None and choice.best.probe.goal_rate == 1.0

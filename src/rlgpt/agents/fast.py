@@ -24,6 +24,7 @@ from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
+from rlgpt.macro.code_skills import CodeSkill, link_skills
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.control import goal_macro_code
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
@@ -81,10 +82,12 @@ class MacroChoice:
 
     @property
     def source(self) -> MacroSource | None:
-        """The kept macro's source."""
+        """The kept macro's source, with the stored skills it calls linked in (what trains)."""
         if self.best is None or self.best.code.code is None:
             return None
-        return MacroSource(self.subaction.name, self.best.code.code, self.subaction.description)
+        compiled = self.best.code.compiled
+        code = compiled.source.code if isinstance(compiled, CompiledMacro) else self.best.code.code
+        return MacroSource(self.subaction.name, code, self.subaction.description)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -165,6 +168,9 @@ class FastAgent:
         self._env: CrafterEnv | None = None
         self.on_phase: Callable[[str], None] = lambda phase: None
         """Called with "probe" before a candidate's probe and "fast" after it (the loop's progress line)."""
+        self.code_skills: dict[str, CodeSkill] = {}
+        """Stored macros later macros may call (``yield from skills.<name>(game)``): listed in the prompt,
+        linked in at compile time (`rlgpt.macro.code_skills`). The planner sets the chain's so far."""
 
     @property
     def env(self) -> CrafterEnv:
@@ -183,11 +189,20 @@ class FastAgent:
         """The prompt asking for sub-action `sub`'s macro."""
         return prompts.render("fast", **documentation(self.config.api), task=describe_task(task),
                               name=sub.name, description=sub.description, goal=goal_text(sub),
-                              feedback=feedback or "none")
+                              feedback=feedback or "none", skills=self.skills_text())
+
+    def skills_text(self) -> str:
+        """The prompt's list of callable stored skills ("" when there are none)."""
+        if not self.code_skills:
+            return ""
+        lines = [s.line() for s in self.code_skills.values()]
+        return ("Stored skills that already work; call one with `ok = yield from skills.<name>(game)`:\n"
+                + "\n".join(lines))
 
     def compile_macro_code(self, name: str, code: str) -> CompiledMacro:
-        """The compile step of the repair loop (raises MacroCompileError)."""
-        return compile_macro(MacroSource(name, code), self.limits)
+        """The compile step of the repair loop (raises MacroCompileError): stored skills it calls are
+        linked in first."""
+        return compile_macro(MacroSource(name, link_skills(name, code, self.code_skills)), self.limits)
 
     def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
         """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none), each episode

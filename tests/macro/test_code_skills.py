@@ -1,0 +1,79 @@
+"""Code skills: a stored macro that works is called from a later macro (``yield from skills.<name>(game)``),
+linked into the same sandboxed module, and runs inside a real Sample Factory training."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+
+from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.api import GameAPI
+from rlgpt.macro.code_skills import CodeSkill, called_skills, code_skills, link_skills
+from rlgpt.macro.compiler import MacroSource, compile_macro
+from rlgpt.macro.diagnostics import MacroCompileError
+from rlgpt.macro.runtime import run_macro
+
+WOOD = CodeSkill("get_wood", "collect two wood", "wood",
+                 'def step_once(game):\n    yield "noop"\n\n'
+                 'def get_wood(game):\n    yield from step_once(game)\n'
+                 '    ok = yield from game.collect("wood", 2)\n    return ok\n', 1.0)
+TABLE = ('def get_table(game):\n    # the stored skill gets the wood, then the table goes down\n'
+         '    ok = yield from skills.get_wood(game)\n    yield from game.place("table")\n')
+
+
+def test_a_macro_calling_a_stored_skill_is_linked_into_one_module_that_runs() -> None:
+    linked = link_skills("get_table", TABLE, {"get_wood": WOOD})
+    # The skill's functions moved into its own namespace; a helper name of the caller cannot clash.
+    assert "def skill_get_wood(game)" in linked and "def skill_get_wood_step_once(game)" in linked
+    assert "skills." not in linked
+    macro = compile_macro(MacroSource("get_table", linked))
+    env = CrafterEnv(length=None)
+    env.reset(seed=0)
+    game = GameAPI(env.crafter, random.Random(0))
+    result = run_macro(env, macro, game, gamma=1.0, max_steps=200)
+    assert result.outcome == "success"
+    assert env.crafter._player.achievements["collect_wood"] >= 2  # the skill ran inside the macro
+    assert env.crafter._player.achievements["place_table"] == 1
+
+
+def test_unknown_skills_are_diagnostics_and_code_without_skills_is_unchanged() -> None:
+    with pytest.raises(MacroCompileError) as caught:
+        link_skills("m", "def m(game):\n    yield from skills.get_iron(game)\n", {"get_wood": WOOD})
+    assert caught.value.diagnostics[0].kind == "unknown_skill"
+    assert "get_wood" in caught.value.diagnostics[0].message
+    plain = "def m(game):\n    skills = [1]\n    skills.append(2)\n    yield 'noop'\n"
+    assert called_skills(plain) == [] and link_skills("m", plain, {}) == plain
+    assert called_skills("def m(game:\n") == []
+
+
+def test_only_macros_whose_probes_reached_their_goal_become_callable() -> None:
+    records = [{"name": "get_wood", "code": WOOD.code, "description": "d", "goal": "wood", "goal_rate": 1.0},
+               {"name": "wander", "code": "def wander(game):\n    yield 'noop'\n", "goal": "",
+                "goal_rate": None},
+               {"name": "get_stone", "code": "x", "goal": "stone", "goal_rate": 0.25}]
+    assert list(code_skills(records)) == ["get_wood"]
+    assert code_skills(records)["get_wood"].line().startswith("  skills.get_wood(game): d; raises 'wood'")
+
+
+@pytest.mark.slow
+def test_a_composed_skill_runs_inside_a_later_macro_in_sample_factory(tmp_path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlgpt.config import builtin_config_path, load_config
+    from rlgpt.rl.train import train
+
+    macros = tmp_path / "macros.yaml"
+    macros.write_text(yaml.safe_dump([{"name": "get_table", "description": "",
+                                       "code": link_skills("get_table", TABLE, {"get_wood": WOOD})}]))
+    cfg = load_config(builtin_config_path("smoke.yaml"),
+                      [f"run_dir={tmp_path / 'run'}", "steps=3000", "task=place_table",
+                       f"macros.file={macros}", "macros.max_steps=200", "eval_episodes=0"])
+    result = train(cfg)
+    assert result.status == 0
+    events = EventAccumulator(str(result.run_dir / ".summary" / "0"))
+    events.Reload()
+    calls = max(e.value for e in events.Scalars("macro/get_table/calls"))
+    successes = max(e.value for e in events.Scalars("macro/get_table/successes"))
+    assert calls > 0 and successes > 0  # it compiled in the workers and ran to its end there
