@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rlgpt.config import builtin_config_path, load_config
-from rlgpt.executor import RESULT_JSON, LocalExecutor, TrainJob
+from rlgpt.run.executor import RESULT_JSON, LocalExecutor, TrainJob
 from rlgpt.rl.sf_env import make_crafter_env, register_task_env
 from rlgpt.rl.train import build_sf_config
 

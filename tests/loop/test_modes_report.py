@@ -10,10 +10,10 @@ import pytest
 from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
-from rlgpt.baselines import policy_subaction
+from rlgpt.run.baselines import policy_subaction
 from rlgpt.llm.config import build_client
-from rlgpt.report import result_table
-from rlgpt.runner import run
+from rlgpt.run.report import result_table
+from rlgpt.run.runner import run
 
 CHOP = """```python
 def policy(game):

@@ -22,8 +22,8 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
-from rlgpt.loop import feedback_text
-from rlgpt.runner import run
+from rlgpt.run.loop import feedback_text
+from rlgpt.run.runner import run
 
 TASK = "collect_wood"
 FIRST = Decomposition((SubAction("find_tree", "walk to a tree", "rl", "", "needs exploring"),))

@@ -13,8 +13,8 @@ from rlgpt.agents.planner import Planner
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.llm.config import build_client
 from rlgpt.rl.train import train
-from rlgpt.runner import run, uses_planner
-from rlgpt.skills import SkillLibrary, run_chain
+from rlgpt.run.runner import run, uses_planner
+from rlgpt.run.skills import SkillLibrary, run_chain
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint

@@ -230,7 +230,7 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
 
 def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
     """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
-    also used to run a trained policy on another env (`rlgpt.skills` chains skills in one episode)."""
+    also used to run a trained policy on another env (`rlgpt.run.skills` chains skills in one episode)."""
     # getattr: configs of runs trained before these flags existed lack them.
     reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
     if is_hwc_image(env.observation_space):

@@ -15,7 +15,7 @@ from sample_factory.algo.runners.runner import AlgoObserver
 from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 from sample_factory.train import make_runner
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 from rlgpt.config import TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.errors import ConfigError

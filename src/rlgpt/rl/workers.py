@@ -44,7 +44,7 @@ from typing import Any
 import gymnasium as gym
 from signal_slot.signal_slot import EventLoopObject, Timer
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1

@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 
 SKILL_JSON = "skill.json"
 POLICY_DIR = "policy"

@@ -1,8 +1,8 @@
 """The baselines of `rlgpt run`: ``--mode ppo`` (one training on the whole budget, no LLM) and
 ``--mode code`` (the LLM writes the whole policy as one macro; played with no RL).
 
-Both write the same ``summary.json`` record as the loop (`rlgpt.loop.result_record`), their steps counted
-as primitive (game) steps alike, so `rlgpt report` puts them side by side.
+Both write the same ``summary.json`` record as the loop (`rlgpt.run.loop.result_record`), their steps
+counted as primitive (game) steps alike, so `rlgpt report` puts them side by side.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-from rlgpt.executor import Executor, TrainJob
-from rlgpt.loop import job_record, result_record, step
+from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.loop import job_record, result_record, step
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS

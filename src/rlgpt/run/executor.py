@@ -1,7 +1,7 @@
 """Trainings go through one interface: a job (config in) -> a run directory and a result (out).
 
-`LocalExecutor` runs each job in a child process (``python -m rlgpt.executor JOB.json``): Sample Factory
-training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
+`LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample
+Factory training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
 not a dead loop; the child dies with the loop (SIGKILL included), and a job run again on the same run
 directory resumes its training from the newest checkpoint. A cluster backend implements `Executor.run`
 the same way (ship ``job.json``, run this module there, read ``result.json`` back) without touching the loop.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 from rlgpt.config import TrainConfig, to_dict, train_config_from_dict
 from rlgpt.procs import die_with_parent
 
@@ -115,7 +115,7 @@ class LocalExecutor:
         (run_dir / RESULT_JSON).unlink(missing_ok=True)
         t0 = time.time()
         try:
-            proc = subprocess.run([self.python, "-m", "rlgpt.executor", str(run_dir / JOB_JSON)],
+            proc = subprocess.run([self.python, "-m", "rlgpt.run.executor", str(run_dir / JOB_JSON)],
                                   preexec_fn=die_with_parent, check=False)
         except KeyboardInterrupt:
             raise
@@ -155,7 +155,7 @@ def run_job(job: TrainJob) -> JobResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlgpt.executor JOB.json``: run the job, write ``result.json`` beside it."""
+    """``python -m rlgpt.run.executor JOB.json``: run the job, write ``result.json`` beside it."""
     argv = sys.argv[1:] if argv is None else argv
     job_path = Path(argv[0])
     job = TrainJob.from_dict(json.loads(job_path.read_text()))

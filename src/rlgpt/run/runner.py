@@ -8,12 +8,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 from rlgpt.config import RunConfig
-from rlgpt.executor import Executor, LocalExecutor
+from rlgpt.run.executor import Executor, LocalExecutor
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import Backend
-from rlgpt.loop import SUMMARY_JSON
+from rlgpt.run.loop import SUMMARY_JSON
 from rlgpt.tracking import LoopProgress
 
 RUN_YAML = "run.yaml"
@@ -86,7 +86,7 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
                             log_path=run_dir / PHASES_JSONL)
     client = None
     if cfg.mode == "ppo":
-        from rlgpt.baselines import run_ppo
+        from rlgpt.run.baselines import run_ppo
 
         summary = run_ppo(cfg, run_dir, executor, progress)
     else:
@@ -95,19 +95,19 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
 
         fast = FastAgent(client, cfg.agents)  # type: ignore[arg-type]
         if cfg.mode == "code":
-            from rlgpt.baselines import run_code
+            from rlgpt.run.baselines import run_code
 
             summary = run_code(cfg, run_dir, fast, progress)
         else:
             from rlgpt.agents.critic import Critic
             from rlgpt.agents.slow import SlowAgent
-            from rlgpt.loop import Agents, Loop
+            from rlgpt.run.loop import Agents, Loop
 
             agents = Agents(SlowAgent(client, cfg.agents), fast, Critic(client, cfg.agents))  # type: ignore[arg-type]
             loop = Loop(cfg, agents, executor, progress)
             if uses_planner(cfg):
                 from rlgpt.agents.planner import Planner
-                from rlgpt.skills import SkillLibrary
+                from rlgpt.run.skills import SkillLibrary
 
                 summary = loop.run_plan(cfg.task, run_dir, cfg.steps, Planner(client, cfg.agents),  # type: ignore[arg-type]
                                         SkillLibrary(cfg.skills_dir))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
 TABLE_MD = "results.md"

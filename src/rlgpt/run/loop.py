@@ -32,17 +32,17 @@ from typing import Any
 
 import yaml
 
-from rlgpt import rundir
+from rlgpt.run import rundir
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Feedback, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
-from rlgpt.executor import Executor, TrainJob
+from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.probe import ProbeCall, ProbeReport, ProbeState
-from rlgpt.skills import Skill, SkillLibrary, run_chain
+from rlgpt.run.skills import Skill, SkillLibrary, run_chain
 from rlgpt.tracking import LoopProgress
 
 SUMMARY_JSON = "summary.json"
