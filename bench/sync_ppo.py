@@ -33,14 +33,9 @@ from torch import nn
 
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.rl.model import register_model
-from rlgpt.rl.sf_batch import make_batch_task_env
-from rlgpt.rl.sf_env import (
-    SF_CONSOLE_LEVEL_ENV,
-    apply_console_level,
-    make_crafter_env,
-    register_task_env,
-)
-from rlgpt.rl.train import build_sf_config
+from rlgpt.rl.sf_config import build_sf_config
+from rlgpt.rl.sf_env import make_batch_task_env, make_crafter_env, register_task_env
+from rlgpt.rl.worker_boot import SF_CONSOLE_LEVEL_ENV, apply_console_level
 from rlgpt.tracking import SUCCESS_WINDOW, MetricsLog
 
 

@@ -129,12 +129,12 @@ def sf_default_argv(config: str = CONFIG, overrides: list[str] | tuple[str, ...]
     from sample_factory.cfg.arguments import parse_sf_args
 
     from rlgpt.config import load_config
-    from rlgpt.rl.train import sf_argv
+    from rlgpt.rl.sf_config import env_backend, sf_flags
 
     cfg = load_config(config, list(overrides))
     parser, _ = parse_sf_args(argv=["--env=x"], evaluation=False)
     defaults = vars(parser.parse_args(["--env=x"]))
-    names = [flag[2:].split("=", 1)[0] for flag in sf_argv(cfg, Path("x"), "x")]
+    names = list(sf_flags(cfg, Path("x"), "x", env_backend(cfg)))
     kept = [n for n in names if n in SF_KEEP or n.startswith("rlgpt_") or defaults.get(n) is None]
     return [f"--{n}={defaults[n]}" for n in names if n not in kept] + [
         "--use_rnn=False",

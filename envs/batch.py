@@ -136,13 +136,3 @@ class ReferenceBatch:
             o, _ = self.envs[i].reset()
             obs.view[i], obs.vector[i] = o["view"], o["vector"]
 
-
-def make_batch(num_envs: int) -> CrafterBatch:
-    """The `CrafterBatch` training uses (64 x 64 worlds, 9 x 9 view: `CrafterEnv`'s defaults).
-
-    The one place that picks the implementation: the compiled engine (`rlgpt.envs.engine.CompiledBatch`,
-    equal to `ReferenceBatch` step for step); ``ReferenceBatch(num_envs)`` here trains on the reference.
-    """
-    from .engine import CompiledBatch  # deferred: loading the compiled kernels takes seconds
-
-    return CompiledBatch(num_envs)

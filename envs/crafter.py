@@ -9,6 +9,8 @@ generation, which dominates a reset, is crafter's generator compiled (`rlgpt.env
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import crafter
@@ -20,6 +22,10 @@ from .worldgen import generate_world
 
 ACTION_NAMES: tuple[str, ...] = tuple(constants.actions)
 """Crafter's 17 primitive actions; index = action id."""
+MATERIALS: tuple[str, ...] = tuple(constants.materials)
+"""Material names a tile can have, in crafter's order (its semantic ids are 1 + index)."""
+ITEMS: tuple[str, ...] = tuple(constants.items)
+"""Inventory item names, in crafter's order (the first entries of the symbolic ``"vector"``)."""
 
 # Same object order as crafter.Env's SemanticView, so our ids equal crafter's semantic ids.
 _OBJECT_TYPES: tuple[type, ...] = (
@@ -32,14 +38,14 @@ _OBJECT_TYPES: tuple[type, ...] = (
 )
 
 ID_NAMES: tuple[str, ...] = (
-    ("outside",) + tuple(constants.materials) + tuple(cls.__name__.lower() for cls in _OBJECT_TYPES)
+    ("outside",) + MATERIALS + tuple(cls.__name__.lower() for cls in _OBJECT_TYPES)
 )
 """Names of the symbolic view ids: 0 = outside the world, then materials, then objects."""
 
 N_IDS: int = len(ID_NAMES)
 """Number of distinct ids in the symbolic ``"view"`` observation."""
 
-_OBJECT_IDS: dict[type, int] = {cls: 1 + len(constants.materials) + i for i, cls in enumerate(_OBJECT_TYPES)}
+_OBJECT_IDS: dict[type, int] = {cls: 1 + len(MATERIALS) + i for i, cls in enumerate(_OBJECT_TYPES)}
 
 DIRECTIONS: tuple[tuple[tuple[int, int], str], ...] = (
     ((-1, 0), "left"),
@@ -52,12 +58,11 @@ actions are ``move_<name>`` and the facing entries of the vector ``facing_<name>
 _FACING_INDEX: dict[tuple[int, int], int] = {d: i for i, (d, _) in enumerate(DIRECTIONS)}
 
 VECTOR_FIELDS: tuple[str, ...] = (
-    tuple(constants.items) + tuple(f"facing_{name}" for _, name in DIRECTIONS) + ("daylight", "sleeping")
+    ITEMS + tuple(f"facing_{name}" for _, name in DIRECTIONS) + ("daylight", "sleeping")
 )
 """Names of the entries of the symbolic ``"vector"`` observation, in order."""
 
-_ITEM_NAMES: tuple[str, ...] = tuple(constants.items)
-_N_ITEMS = len(_ITEM_NAMES)
+_N_ITEMS = len(ITEMS)
 OBS_MODES: tuple[str, ...] = ("symbolic", "pixels")
 """Accepted values of ``CrafterEnv(obs_mode=...)``."""
 
@@ -85,6 +90,30 @@ class _NoiseReplay:
         if tuple(size) != self._noise.shape:
             raise RuntimeError(f"crafter asked for night noise of shape {size}, expected {self._noise.shape}")
         return self._noise
+
+
+@dataclasses.dataclass(frozen=True)
+class GameState:
+    """A saved moment of one `CrafterEnv` game (`CrafterEnv.snapshot`); opaque to callers."""
+
+    world: Any
+    """A standalone deep copy of crafter's World (materials, objects, chunks, RNG, daylight)."""
+    player: Any
+    """The player object of that copy."""
+    step: int
+    """crafter's step counter."""
+    episode: int
+    """crafter's episode counter."""
+    seed: Any
+    """crafter's seed."""
+    last_health: int
+    """Health at the previous step (crafter's health reward)."""
+    unlocked: frozenset[str]
+    """Achievements already rewarded this episode."""
+    night_noise: np.ndarray | None
+    """The night noise drawn for that step (render replays it)."""
+    last_frame: np.ndarray | None
+    """The pixel observation of that step (pixel mode)."""
 
 
 class CrafterEnv(gymnasium.Env):
@@ -232,6 +261,45 @@ class CrafterEnv(gymnasium.Env):
         finally:
             world.random = rng
 
+    # ---------------------------------------------------------------- saved states
+
+    def snapshot(self) -> GameState:
+        """The game as it is now (world, creatures, player, counters, RNG, this step's night noise), for
+        `restore`: restoring it, here or in another `CrafterEnv` of the same sizes, continues exactly as
+        this game would (the same observations, rewards and world for the same actions)."""
+        game = self.crafter
+        if game._player is None:
+            raise RuntimeError("CrafterEnv.snapshot called before reset(); call env.reset() first")
+        # One deep copy of the world and the player together keeps every shared reference shared (each
+        # creature's world, its RNG (the world's), a zombie's player) inside the copy.
+        world, player = copy.deepcopy((game._world, game._player))
+        return GameState(world, player, game._step, game._episode, game._seed, game._last_health,
+                         frozenset(game._unlocked),
+                         None if self._night_noise is None else self._night_noise.copy(),
+                         None if self._last_frame is None else self._last_frame.copy())
+
+    def restore(self, state: GameState) -> tuple[Any, dict[str, Any]]:
+        """Continue from `state` (see `snapshot`); returns the observation and info of that moment, like
+        ``reset``. The state itself is not modified, so it can be restored again and again."""
+        if state.world.area != self.crafter._world.area:
+            raise ValueError(f"a state of a {state.world.area} world cannot be restored into a "
+                             f"{self.crafter._world.area} one")
+        game, world = self.crafter, self.crafter._world
+        # The renderer's views hold this env's World object: copy the saved world's contents into it, with
+        # every reference to the saved world (creatures') mapped to it.
+        contents, player = copy.deepcopy((state.world.__dict__, state.player), {id(state.world): world})
+        world.__dict__.clear()
+        world.__dict__.update(contents)
+        game._player, game._step, game._episode, game._seed = player, state.step, state.episode, state.seed
+        game._last_health, game._unlocked = state.last_health, set(state.unlocked)
+        self._night_noise = None if state.night_noise is None else state.night_noise.copy()
+        self._last_frame = None if state.last_frame is None else state.last_frame.copy()
+        if self.obs_mode == "pixels":
+            obs = self._last_frame.copy() if self._last_frame is not None else self.render()
+        else:
+            obs = {"view": self.local_view(), "vector": self.vector()}
+        return obs, self._info(dead=player.health <= 0)
+
     # ---------------------------------------------------------------- observation helpers
 
     def _observe(self) -> Any:
@@ -282,7 +350,7 @@ class CrafterEnv(gymnasium.Env):
         player = game._player
         vec = np.zeros(len(VECTOR_FIELDS), np.float32)
         inventory = player.inventory
-        vec[:_N_ITEMS] = [inventory[name] for name in _ITEM_NAMES]
+        vec[:_N_ITEMS] = [inventory[name] for name in ITEMS]
         vec[_N_ITEMS + _FACING_INDEX[(int(player.facing[0]), int(player.facing[1]))]] = 1.0
         vec[-2] = game._world.daylight
         vec[-1] = float(player.sleeping)

@@ -25,6 +25,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlgpt.errors import RlgptError
+
 ENV_PREFIX = "envpool_"
 """Prefix of the Sample Factory env names this module registers (``envpool_CartPole-v1``)."""
 
@@ -39,11 +41,11 @@ DEFAULT_NUM_THREADS = 1
 avoids oversubscribing small machines (raise it on many-core boxes)."""
 
 
-class UnknownEnvpoolEnv(ValueError):
+class UnknownEnvpoolEnv(RlgptError, ValueError):
     """Raised for an env id that the installed envpool does not provide."""
 
 
-class EnvpoolConfigError(ValueError):
+class EnvpoolConfigError(RlgptError, ValueError):
     """Raised when the Sample Factory config cannot drive an envpool env (e.g. non-batched sampling)."""
 
 

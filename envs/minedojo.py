@@ -29,6 +29,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlgpt.errors import RlgptError
+
 CAMERA_INTERVAL_DEG = 15
 """Degrees per camera bin; MineDojo's default ``cam_interval``."""
 
@@ -42,7 +44,7 @@ FN_NOOP, FN_USE, FN_DROP, FN_ATTACK, FN_CRAFT, FN_EQUIP, FN_PLACE, FN_DESTROY = 
 """Values of MineDojo's functional action dimension (index 5)."""
 
 
-class MineDojoUnavailable(RuntimeError):
+class MineDojoUnavailable(RlgptError, RuntimeError):
     """MineDojo cannot run here: the package or Java 8 is missing; the message says which and the fix."""
 
 

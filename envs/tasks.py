@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium
 from crafter import constants
 
-from .crafter import CrafterEnv
+from .crafter import CrafterEnv, GameState
 
 ACHIEVEMENTS: tuple[str, ...] = tuple(constants.achievements)
 """Crafter's 22 achievement names, in crafter's data.yaml order."""
@@ -109,6 +109,13 @@ class TaskEnv(gymnasium.Wrapper):
     ) -> tuple[Any, dict[str, Any]]:
         """Start a new episode of the task (see `CrafterEnv.reset` for ``seed``)."""
         obs, info = self.env.reset(seed=seed, options=options)
+        self._steps = 0
+        return obs, self._task_info(info, success=False)
+
+    def restore(self, state: GameState) -> tuple[Any, dict[str, Any]]:
+        """Start a new episode of the task from a saved game state (`CrafterEnv.snapshot`): the step limit
+        counts from here; achievements the state already holds count as unlocked."""
+        obs, info = self.env.restore(state)
         self._steps = 0
         return obs, self._task_info(info, success=False)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rlgpt.errors import ConfigError  # noqa: F401  (re-exported: the LLM layer raises it for bad llm config)
+from rlgpt.errors import ConfigError, RlgptError  # noqa: F401  (re-exported: the LLM layer raises it for bad llm config)
 
 
-class LLMError(RuntimeError):
+class LLMError(RlgptError, RuntimeError):
     """Base class of every error the LLM layer raises."""
 
 

@@ -13,10 +13,10 @@ from opensimplex.constants import GRADIENTS3
 
 from .. import worldgen
 from ..batch import BatchObs, BatchStep, check_actions, check_seeds
-from ..crafter import ACTION_NAMES, VECTOR_FIELDS
+from ..crafter import ACTION_NAMES, ITEMS, MATERIALS, VECTOR_FIELDS
 from ..tasks import ACHIEVEMENTS
 from . import kernels
-from .rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, Geometry, make_geometry
+from .rules import CHUNK, KINDS, RULES, Geometry, make_geometry
 
 
 class _DaylightClock:

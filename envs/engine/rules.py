@@ -14,11 +14,8 @@ from typing import NamedTuple
 import numpy as np
 from crafter import constants, objects
 
-from ..crafter import ACTION_NAMES, DIRECTIONS, ID_NAMES
+from ..crafter import ACTION_NAMES, DIRECTIONS, ID_NAMES, ITEMS, MATERIALS
 from ..tasks import ACHIEVEMENTS
-
-MATERIALS: tuple[str, ...] = tuple(constants.materials)
-ITEMS: tuple[str, ...] = tuple(constants.items)
 
 KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow", "plant")
 """Object kinds of the engine, in crafter's semantic-id order (`rlgpt.envs.crafter.ID_NAMES`)."""

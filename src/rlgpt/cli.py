@@ -177,10 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlgpt.config import ConfigError
     from rlgpt.llm.errors import LLMError
     from rlgpt.macro.files import MacroFileError
-    from rlgpt.run.report import ReportError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
     from rlgpt.rl.workers import WorkerDiedError
+    from rlgpt.run.report import ReportError
     from rlgpt.run.rundir import RunDirError
 
     user_errors = (

@@ -161,6 +161,20 @@ class TrainConfig:
         return Path("train_dir") / f"{self.task.replace('+', '_')}-seed{self.seed}"
 
 
+@dataclass(frozen=True)
+class EnvSetup:
+    """The part of a training's env the fast agent writes (the RL setup beside the TrainConfig)."""
+
+    reward_code: str = ""
+    """Source of the dense reward ``def reward(game, prev)`` ("" = the task's reward only)."""
+    observation: tuple[str, ...] = ()
+    """Observation parts the policy sees (empty = all)."""
+
+
+NO_SETUP = EnvSetup()
+"""The task's own reward and every observation part."""
+
+
 def builtin_config_path(name: str) -> Path:
     """Path of a config shipped with the package, e.g. ``main.yaml`` or ``ppo/fast.yaml``."""
     return Path(str(resources.files("rlgpt.configs").joinpath(name)))
@@ -401,7 +415,9 @@ class RunConfig:
     """Total primitive-step RL budget of the run, split evenly over the loop's iterations
     (``max_outer * max_inner``)."""
     seed: int = 0
-    """Seed for the policies, the environments and the LLM's sampling."""
+    """Seed for the policies, the environments and the LLM's sampling: `validate_run` derives the agents'
+    and the LLM's sampling seeds from it (`derived_seed`), so runs of different seeds ask the model
+    different questions (decompositions and code differ, not only the RL)."""
     run_dir: str | None = None
     """Where every iteration's files go; default ``runs/<task>-<mode>-seed<seed>``. Re-running the same
     command resumes this directory."""
@@ -425,8 +441,9 @@ class RunConfig:
     wandb_project: str = "rlgpt"
     """W&B project name."""
     train: TrainConfig = field(default_factory=TrainConfig)
-    """Settings of every training (env, ppo, macro step bound, checkpoints); its task, steps, seed, run_dir
-    and episode length are set per iteration by the loop."""
+    """Settings of every training (env, ppo, macro step bound, checkpoints); `validate_run` gives it the
+    run's task, seed and `steps_per_iteration`; run_dir and episode length are set per iteration by the
+    loop."""
     agents: AgentConfig = field(default_factory=AgentConfig)
     """The LLM agents' knobs."""
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -444,14 +461,33 @@ class RunConfig:
         """The most trainings the loop runs (``max_outer * max_inner``)."""
         return self.max_outer * self.max_inner
 
+    def iteration_budget(self, steps: int) -> int:
+        """Primitive-step budget of one training when ``steps`` are split over the loop's iterations
+        (``--mode ppo``: one training on all of them)."""
+        return steps // (1 if self.mode == "ppo" else self.iterations)
+
     @property
     def steps_per_iteration(self) -> int:
-        """Primitive-step budget of one iteration's training."""
-        return self.steps // (1 if self.mode == "ppo" else self.iterations)
+        """Primitive-step budget of one iteration's training on the whole run's budget."""
+        return self.iteration_budget(self.steps)
+
+
+SEED_STRIDE = 1000
+"""Sampling seeds of runs seeded ``s`` start at ``s * SEED_STRIDE``: an agent's candidate ``i`` samples with
+``seed + i``, so adjacent run seeds must not share the seeds of their candidates."""
+
+
+def derived_seed(own: int, run_seed: int) -> int:
+    """A sampling seed that follows the run's ``--seed``: ``own`` when set (non-zero), else
+    ``run_seed * SEED_STRIDE``. Deriving it again gives the same seed; run seed 0 keeps 0."""
+    return own if own else run_seed * SEED_STRIDE
 
 
 def validate_run(cfg: RunConfig) -> RunConfig:
-    """Check a RunConfig's value ranges (and those of the configs it holds)."""
+    """Check a RunConfig's value ranges (and those of the configs it holds) and return the validated run:
+    a new RunConfig (``cfg`` is left as it was) whose training has the run's task, seed and
+    `steps_per_iteration`, whose agents and LLM sample with seeds derived from the run's (`derived_seed`),
+    and whose LLM response cache defaults to ``RUN/llm_cache``. Validating it again changes nothing."""
     checks = [
         (cfg.mode in MODES, f"mode must be one of {', '.join(MODES)}, got {cfg.mode!r}"),
         (cfg.max_outer >= 1 and cfg.max_inner >= 1, "max_outer and max_inner must be >= 1"),
@@ -466,16 +502,16 @@ def validate_run(cfg: RunConfig) -> RunConfig:
     if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
         raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
                           f"one training batch ({cfg.train.ppo.batch_size} steps)")
-    cfg.train.task, cfg.train.steps, cfg.train.seed = cfg.task, max(cfg.steps_per_iteration, 1), cfg.seed
-    validate(cfg.train)
-    if cfg.llm.cache_dir is None:
-        cfg.llm.cache_dir = str(cfg.resolved_run_dir() / "llm_cache")
+    train = validate(dataclasses.replace(cfg.train, task=cfg.task, steps=max(cfg.steps_per_iteration, 1),
+                                         seed=cfg.seed))
     try:
-        AgentConfig(**dataclasses.asdict(cfg.agents))
-        cfg.llm = LLMConfig(**dataclasses.asdict(cfg.llm))
+        agents = AgentConfig(**{**dataclasses.asdict(cfg.agents),
+                                "seed": derived_seed(cfg.agents.seed, cfg.seed)})
+        llm = LLMConfig(**{**dataclasses.asdict(cfg.llm), "seed": derived_seed(cfg.llm.seed, cfg.seed),
+                           "cache_dir": cfg.llm.cache_dir or str(cfg.resolved_run_dir() / "llm_cache")})
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    return cfg
+    return dataclasses.replace(cfg, train=train, agents=agents, llm=llm)
 
 
 def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

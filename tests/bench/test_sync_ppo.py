@@ -9,8 +9,8 @@ import torch
 
 from bench import sync_ppo
 from rlgpt.config import builtin_config_path, load_config
+from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
-from rlgpt.rl.train import build_sf_config
 
 
 def test_batch_steps_play_the_same_games_as_gym_steps(tmp_path):

@@ -17,9 +17,9 @@ from crafter_play import choose
 from opensimplex.internals import _init as opensimplex_init
 
 from rlgpt.envs.batch import BatchObs, ReferenceBatch
-from rlgpt.envs.crafter import ACTION_NAMES, VECTOR_FIELDS, CrafterEnv
+from rlgpt.envs.crafter import ACTION_NAMES, ITEMS, MATERIALS, VECTOR_FIELDS, CrafterEnv
 from rlgpt.envs.engine import CompiledBatch, kernels, mt19937
-from rlgpt.envs.engine.rules import CHUNK, ITEMS, KINDS, MATERIALS, RULES, make_geometry
+from rlgpt.envs.engine.rules import CHUNK, KINDS, RULES, make_geometry
 from rlgpt.envs.tasks import ACHIEVEMENTS
 
 _GRAD_LEN = 72  # len(opensimplex.constants.GRADIENTS3)

@@ -14,8 +14,8 @@ def main_policy(run_dir, batch: int, n_ids: int, view_dtype: str = "int64"):
     from rlgpt.config import builtin_config_path, load_config
     from rlgpt.envs.crafter import CrafterEnv
     from rlgpt.rl.model import register_model
+    from rlgpt.rl.sf_config import build_sf_config
     from rlgpt.rl.sf_env import register_task_env
-    from rlgpt.rl.train import build_sf_config
 
     cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=fp32"])  # the kernels' dtype
     sf_cfg = build_sf_config(cfg, run_dir, register_task_env(cfg.task))

@@ -13,8 +13,8 @@ from rlgpt.config import ConfigError, builtin_config_path, load_config
 from rlgpt.envs.crafter import N_IDS, CrafterEnv
 from rlgpt.kernels import cpu, dispatch, reference
 from rlgpt.rl.model import register_model
+from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
-from rlgpt.rl.train import build_sf_config
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from rlgpt.config import builtin_config_path, load_config
-from rlgpt.run.executor import RESULT_JSON, LocalExecutor, TrainJob
+from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import make_crafter_env, register_task_env
-from rlgpt.rl.train import build_sf_config
+from rlgpt.run.executor import RESULT_JSON, LocalExecutor, TrainJob
 
 REWARD = "def reward(game, prev):\n    return 0.5 + game.inventory['wood'] - prev.inventory['wood']\n"
 
@@ -23,7 +23,7 @@ def smoke_train(run_dir: Path):
 def test_reward_and_observation_are_applied_in_the_sf_env(tmp_path: Path) -> None:
     cfg = smoke_train(tmp_path / "run")
     job = TrainJob(cfg, reward_code=REWARD, observation=("view",))
-    sf_cfg = build_sf_config(cfg, tmp_path / "run", register_task_env(cfg.task), job.sf_argv())
+    sf_cfg = build_sf_config(cfg, tmp_path / "run", register_task_env(cfg.task), setup=job.env_setup())
     env = make_crafter_env(sf_cfg.env, sf_cfg)
     obs, _ = env.reset(seed=0)
     assert not np.any(obs["vector"]) and np.any(obs["view"])  # the vector part was left out

@@ -10,8 +10,8 @@ import pytest
 from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
-from rlgpt.run.baselines import policy_subaction
 from rlgpt.llm.config import build_client
+from rlgpt.run.baselines import policy_subaction
 from rlgpt.run.report import result_table
 from rlgpt.run.runner import run
 

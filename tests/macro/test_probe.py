@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from rlgpt.envs.crafter import CrafterEnv
-from rlgpt.macro.api import MATERIALS
+from rlgpt.envs.crafter import MATERIALS, CrafterEnv
 from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.probe import TRACE_STEPS, Goal, probe_macro
 

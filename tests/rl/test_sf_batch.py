@@ -15,20 +15,21 @@ import torch
 from sample_factory.algo.utils.make_env import make_env_func_batched
 from sample_factory.utils.attr_dict import AttrDict
 
-from rlgpt.config import ConfigError, builtin_config_path, load_config
+from rlgpt.config import NO_SETUP, ConfigError, EnvSetup, builtin_config_path, load_config
 from rlgpt.envs.crafter import ACTION_NAMES
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.sf_batch import BatchTaskEnv
-from rlgpt.rl.sf_env import episode_stats, make_crafter_env, register_task_env
-from rlgpt.rl.train import build_sf_config
+from rlgpt.rl.sf_config import build_sf_config
+from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+from rlgpt.rl.wrappers import episode_stats
 
 STAT_KEYS = set(episode_stats(0.0, 0, 0, np.zeros(len(ACHIEVEMENTS))))
 
 
-def sf_config(*overrides: str, extra_argv: tuple[str, ...] = ()):
+def sf_config(*overrides: str, setup: EnvSetup = NO_SETUP):
     cfg = load_config(None, list(overrides))
-    return build_sf_config(cfg, Path("/nonexistent/run"), register_task_env(cfg.task), extra_argv)
+    return build_sf_config(cfg, Path("/nonexistent/run"), register_task_env(cfg.task), setup=setup)
 
 
 def test_rows_are_the_per_env_task_envs_through_episode_ends():
@@ -87,18 +88,19 @@ def test_first_observation_has_no_primitive_steps_and_reset_without_seed_starts_
 
 
 @pytest.mark.parametrize(
-    "overrides, extra, backend",
+    "overrides, setup, backend",
     [
-        ((), (), "batch"),
-        (("env.backend=gym",), (), "gym"),
-        (("env.obs_mode=pixels",), (), "gym"),
-        (("macros.file=" + str(Path(__file__).parents[2] / "configs/macros/go_to_tree.yaml"),), (), "gym"),
-        ((), ("--rlgpt_reward=def reward(game, prev):\n    return 0.0",), "gym"),
-        ((), ("--rlgpt_observation=view",), "gym"),
+        ((), NO_SETUP, "batch"),
+        (("env.backend=gym",), NO_SETUP, "gym"),
+        (("env.obs_mode=pixels",), NO_SETUP, "gym"),
+        (("macros.file=" + str(Path(__file__).parents[2] / "configs/macros/go_to_tree.yaml"),),
+         NO_SETUP, "gym"),
+        ((), EnvSetup(reward_code="def reward(game, prev):\n    return 0.0"), "gym"),
+        ((), EnvSetup(observation=("view",)), "gym"),
     ],
 )
-def test_auto_takes_the_batch_backend_wherever_it_applies(overrides, extra, backend):
-    sf_cfg = sf_config(*overrides, extra_argv=extra)
+def test_auto_takes_the_batch_backend_wherever_it_applies(overrides, setup, backend):
+    sf_cfg = sf_config(*overrides, setup=setup)
     assert (sf_cfg.batched_sampling, sf_cfg.rlgpt_batch_games > 0) == ((backend == "batch"),) * 2
     # The gym backend keeps Sample Factory's per-env layout: 8 envs per worker in two splits.
     assert sf_cfg.num_envs_per_worker == (2 if backend == "batch" else 8)
@@ -108,7 +110,7 @@ def test_batch_backend_refuses_what_runs_per_env():
     with pytest.raises(ConfigError, match="env.backend=batch cannot run pixel observations"):
         sf_config("env.backend=batch", "env.obs_mode=pixels")
     with pytest.raises(ConfigError, match="cannot run the LLM's dense reward"):
-        sf_config("env.backend=batch", extra_argv=("--rlgpt_reward=x",))
+        sf_config("env.backend=batch", setup=EnvSetup(reward_code="x"))
     with pytest.raises(ConfigError, match="env.backend must be one of auto, batch, gym"):
         load_config(None, ["env.backend=envpool"])
 

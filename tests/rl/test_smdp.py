@@ -26,7 +26,7 @@ from rlgpt.kernels.cpu import CPU_CHOICE
 from rlgpt.rl import learner as smdp
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.model import make_encoder, register_model
-from rlgpt.rl.sf_env import PrimitiveStepCount
+from rlgpt.rl.wrappers import PrimitiveStepCount
 
 GAMMA = 0.9
 K = 10
@@ -233,8 +233,8 @@ def test_vtrace_is_refused():
 def test_the_policy_ignores_num_frames():
     """``num_frames`` is bookkeeping for the learner: no encoder weight reads it, whatever its value."""
     from rlgpt.config import load_config
+    from rlgpt.rl.sf_config import build_sf_config
     from rlgpt.rl.sf_env import make_crafter_env, register_task_env
-    from rlgpt.rl.train import build_sf_config
 
     cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32"])
     sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))
@@ -263,8 +263,8 @@ def test_the_policy_ignores_num_frames():
 def test_pixel_observations_build_a_policy_that_sees_the_image():
     """Crafter's pixels are HWC; Sample Factory's conv encoder needs CHW (it used to fail to build)."""
     from rlgpt.config import load_config
+    from rlgpt.rl.sf_config import build_sf_config
     from rlgpt.rl.sf_env import make_crafter_env, register_task_env
-    from rlgpt.rl.train import build_sf_config
 
     cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32", "env.obs_mode=pixels"])
     sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import resource
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from rlgpt.config import ConfigError, load_config
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.sf_env import SFEnvFactory
 from rlgpt.rl.workers import (
     MacroMarker,
     MarkRunningMacro,
@@ -171,7 +173,7 @@ def test_env_factory_applies_the_backstop_only_in_worker_processes(tmp_path, hea
         import json, os, resource
         from rlgpt.config import load_config
         from rlgpt.rl.sf_env import make_crafter_env, register_task_env
-        from rlgpt.rl.train import build_sf_config
+        from rlgpt.rl.sf_config import build_sf_config
         from rlgpt.rl.workers import data_segment_bytes, read_marker
 
         cfg = load_config(None, ["macros.file={macro_file}", "macros.memory_limit_mb={headroom_mb}"])
@@ -219,14 +221,16 @@ def test_worker_death_message():
 
 
 @pytest.mark.parametrize("trainer_alive", [True, False])
-def test_a_sf_child_whose_trainer_is_gone_exits_at_import(trainer_alive):
-    # A Sample Factory child imports sf_env while it unpickles its target; if the trainer died before that,
+def test_a_sf_child_whose_trainer_is_gone_exits_when_it_unpickles_the_env_factory(trainer_alive):
+    # A Sample Factory child unpickles the env factory with its target; if the trainer died before that,
     # the child was re-parented and must not take its new parent for the trainer (it would live on).
+    factory = pickle.dumps(SFEnvFactory())
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     trainer = os.getpid() if trainer_alive else gone.pid
     child = subprocess.run(
-        [sys.executable, "-c", "import rlgpt.rl.sf_env; print('alive')", "--multiprocessing-fork"],
+        [sys.executable, "-c", f"import pickle; pickle.loads({factory!r}); print('alive')",
+         "--multiprocessing-fork"],
         env=dict(os.environ, RLGPT_TRAINER_PID=str(trainer)),
         capture_output=True,
         text=True,

@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from rlgpt.errors import RlgptError
 from rlgpt.llm.client import validation_error
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.prompts import load_schema
 
 
-class ReplyValidationError(ValueError):
+class ReplyValidationError(RlgptError, ValueError):
     """A role's JSON reply does not have the required shape."""
 
 

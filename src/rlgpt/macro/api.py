@@ -31,11 +31,10 @@ from typing import Any
 import crafter
 from crafter import constants
 
-from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS  # a macro yields an action (or its index) per step
+from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS, MATERIALS  # a macro yields an action per step
+from rlgpt.macro import control
 from rlgpt.macro.diagnostics import describe_value
 
-MATERIALS: tuple[str, ...] = tuple(constants.materials)
-"""Material names a tile can have."""
 OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow", "plant", "fence")
 """Kinds of creatures/objects that can stand on a tile."""
 WALKABLE: frozenset[str] = frozenset(constants.walkable)
@@ -356,6 +355,49 @@ class GameAPI:
         """A random float in [0, 1) from the macro's own seeded generator."""
         return self._rng.random()
 
+    # ------------------------------------------------------------------ control primitives (yield from)
+    # Trusted generators (`rlgpt.macro.control`): each yields actions, stops within max_steps and returns
+    # whether it reached its goal. Arguments are checked here, at the call, before any step.
+
+    def explore(self, kind: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: walk (avoiding water and lava) until `kind` is in view; returns True if it is."""
+        return control.explore(self, _kind(kind), max_steps)
+
+    def walk_to(self, kind: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: explore, then walk until facing the nearest reachable `kind`; True if facing."""
+        return control.walk_to(self, _kind(kind), max_steps)
+
+    def collect(self, name: str, n: int = 1, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: collect n of a material or item (tree/wood, stone, coal, iron, diamond,
+        water/drink, grass/sapling); False at once without the tool it needs."""
+        return control.collect(self, name, n, max_steps)
+
+    def place(self, item: str, max_steps: int = control.DEFAULT_STEPS // 4) -> control.Actions:
+        """Use `yield from`: place item (stone, table, furnace, plant) next to the player, collecting what it
+        uses first if needed; True if placed."""
+        return control.place(self, item, max_steps)
+
+    def craft(self, item: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: collect missing ingredients, go next to (or build) the station(s) the recipe
+        needs, then make item (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...); True if made."""
+        return control.craft(self, item, max_steps)
+
+    def attack(self, kind: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: hit the nearest cow, zombie or skeleton until crafter counts it; True if so."""
+        return control.attack(self, kind, max_steps)
+
+    def drink_water(self, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: walk to water and drink once; True if the player drank."""
+        return control.drink_water(self, max_steps)
+
+    def eat(self, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: hunt the nearest cow and eat it; True if eaten."""
+        return control.eat(self, max_steps)
+
+    def rest(self, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: sleep until energy is full or the player is woken; True once rested."""
+        return control.rest(self, max_steps)
+
 
 _SLOT_DOCS = {
     "steps": "Primitive steps the running macro has taken so far.",
@@ -366,11 +408,32 @@ API_MEMBERS: frozenset[str] = frozenset(name for name in dir(GameAPI) if not nam
 """Public names of `GameAPI` (the attribute allow-list for the game object)."""
 
 
-def api_reference() -> str:
+API_LEVELS = ("basic", "skills")
+"""What the prompt documents: ``basic`` (queries and moves only) or ``skills`` (also the control primitives,
+`rlgpt.macro.control`). Both levels compile the same code; the level only changes what the model is told."""
+
+
+def _doc(member: Any) -> str:
+    """The first paragraph of a member's docstring, on one line."""
+    doc = (getattr(member, "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in doc.splitlines())
+
+
+def _call_signature(member: Any) -> str:
+    """``(name, n=1, max_steps=100)``: parameters with defaults, no annotations (shorter for the prompt)."""
+    params = list(inspect.signature(member).parameters.values())[1:]
+    return "(" + ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                           for p in params) + ")"
+
+
+def api_reference(level: str = "skills") -> str:
     """Plain-text reference of what macro code may use, for the fast agent's prompt (``$macro_api``).
 
-    Built from `GameAPI`'s own docstrings, so the prompt cannot drift from the code.
+    Built from `GameAPI`'s own docstrings, so the prompt cannot drift from the code. `level` is one of
+    `API_LEVELS`.
     """
+    if level not in API_LEVELS:
+        raise ValueError(f"api level must be one of {API_LEVELS}, got {level!r}")
     # Imported here: the compiler imports this module for the API member list.
     from rlgpt.macro.compiler import SAFE_METHODS
     from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES
@@ -384,7 +447,7 @@ def api_reference() -> str:
         f"Materials: {', '.join(MATERIALS)}. Object kinds: {', '.join(OBJECT_KINDS)}.",
         "game members:",
     ]
-    for name in sorted(API_MEMBERS - {"actions", "materials", "object_kinds"}):
+    for name in sorted(API_MEMBERS - {"actions", "materials", "object_kinds", *control.PRIMITIVES}):
         member = getattr(GameAPI, name)
         doc = _SLOT_DOCS.get(name) or (getattr(member, "__doc__", None) or "").strip().split("\n")[0]
         if callable(member) and not isinstance(member, property):
@@ -392,6 +455,12 @@ def api_reference() -> str:
             lines.append(f"  game.{name}{signature}: {doc}")
         else:
             lines.append(f"  game.{name}: {doc}")
+    if level == "skills":
+        lines.append("Control primitives: generators of actions; use `ok = yield from game.<name>(...)`; "
+                     "each stops within max_steps and returns True when it reached its goal:")
+        lines += [f"  game.{name}{_call_signature(getattr(GameAPI, name))}: "
+                  f"{_doc(getattr(GameAPI, name)).removeprefix('Use `yield from`: ')}"
+                  for name in control.PRIMITIVES]
     lines += [
         f"Builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}.",
         f"Methods on lists/dicts/sets/strings: {', '.join(sorted(SAFE_METHODS))}.",

@@ -17,6 +17,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlgpt.macro import control
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, describe_value, make_diagnostic
 from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, Guard, MacroLimits
@@ -376,6 +377,14 @@ class _Validator:
             for target in node.targets:
                 if not isinstance(target, ast.Name | ast.Subscript):
                     self.add("mutation", "only names and items can be deleted", target)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in control.PRIMITIVES
+              and isinstance(parents.get(node), ast.Expr | ast.Yield)):
+            # Called as a statement it does nothing; yielded, it is not an action: both are the mistake of
+            # forgetting that a control primitive is a generator of actions.
+            name = node.func.attr
+            self.add("primitive_call", f"game.{name}(...) is a generator of actions: write `yield from "
+                     f"game.{name}(...)` (it returns True when it reached its goal)", node)
         return True
 
     def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:

@@ -11,6 +11,8 @@ import traceback
 from dataclasses import asdict, dataclass
 from types import FrameType, TracebackType
 
+from rlgpt.errors import RlgptError
+
 COMPILE_KINDS: tuple[str, ...] = (
     "syntax",
     "too_long",
@@ -71,7 +73,7 @@ class Diagnostic:
         return f"[{self.kind}]{where}: {self.message}{quoted}"
 
 
-class MacroCompileError(ValueError):
+class MacroCompileError(RlgptError, ValueError):
     """Macro source was rejected; ``.diagnostics`` holds every problem found (at least one)."""
 
     def __init__(self, name: str, diagnostics: tuple[Diagnostic, ...]) -> None:

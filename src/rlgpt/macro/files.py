@@ -11,10 +11,11 @@ from pathlib import Path
 
 import yaml
 
+from rlgpt.errors import RlgptError
 from rlgpt.macro.compiler import MacroSource, compile_macro
 
 
-class MacroFileError(ValueError):
+class MacroFileError(RlgptError, ValueError):
     """A macro file is missing, malformed, or holds a macro the compiler rejects."""
 
 

@@ -16,6 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from rlgpt.errors import RlgptError
+
 ROLES = ("planner", "slow", "fast", "critic")
 """The LLM roles (also the names their calls are accounted under in `llm/<role>/*`)."""
 TEMPLATES = ("planner", "slow", "fast", "fast_reward", "fast_setup", "critic")
@@ -26,7 +28,7 @@ SCHEMA_FOR_ROLE = {
 """Template -> reply schema, for the templates whose reply is JSON."""
 
 
-class PromptError(ValueError):
+class PromptError(RlgptError, ValueError):
     """A prompt template or schema is unknown, or a template is missing a value."""
 
 

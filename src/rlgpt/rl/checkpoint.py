@@ -3,7 +3,8 @@
 torch 2.6 made ``torch.load(weights_only=True)`` the default. Sample Factory 2.1.1 checkpoints hold numpy
 scalars (e.g. ``best_performance``), which the safe unpickler refuses, and SF's learner then logs the
 exception and silently starts from scratch. Rather than turning safety off globally, the few numpy
-globals those checkpoints need are allow-listed; importing this module installs the list.
+globals those checkpoints need are allow-listed (:func:`install_allow_list`, called by every loader here and
+in every Sample Factory process, `rlgpt.rl.worker_boot`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlgpt.errors import RlgptError
+
 _NUMPY_SAFE_GLOBALS: list[Any] = [
     np.core.multiarray.scalar,
     np.dtype,
     *sorted({type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32, np.bool_)}, key=str),
 ]
-torch.serialization.add_safe_globals(_NUMPY_SAFE_GLOBALS)
 
 
-class CheckpointError(RuntimeError):
+def install_allow_list() -> None:
+    """Let ``torch.load(weights_only=True)`` read the numpy scalars of Sample Factory's checkpoints."""
+    torch.serialization.add_safe_globals(_NUMPY_SAFE_GLOBALS)
+
+
+class CheckpointError(RlgptError, RuntimeError):
     """No usable checkpoint in a run directory."""
 
 
@@ -39,6 +46,7 @@ def latest_checkpoint(run_dir: str | os.PathLike, policy_id: int = 0, kind: str 
 
 def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
     """Load a checkpoint with torch's safe (weights-only) unpickler."""
+    install_allow_list()
     return torch.load(path, map_location=device, weights_only=True)
 
 

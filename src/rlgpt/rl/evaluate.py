@@ -21,11 +21,12 @@ from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
 from sample_factory.utils.attr_dict import AttrDict
 
-from rlgpt.run import rundir
 from rlgpt.envs.tasks import ACHIEVEMENTS
+from rlgpt.errors import RlgptError
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
+from rlgpt.run import rundir
 from rlgpt.tracking import log_scalars, read_curve
 
 TRACE_STEPS = 8
@@ -63,7 +64,7 @@ class EvalReport:
     """For (up to `TRACE_EPISODES`) failed episodes: the last `TRACE_STEPS` actions, with macro outcomes."""
 
 
-class EvalError(RuntimeError):
+class EvalError(RlgptError, RuntimeError):
     """The run directory cannot be evaluated (missing config or checkpoint)."""
 
 

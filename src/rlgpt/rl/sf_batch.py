@@ -6,41 +6,35 @@ rollout worker split then holds one `BatchTaskEnv` over a `rlgpt.envs.batch.Craf
 the per-step work that scales with N (stepping, the task's rules, observation packing) is done on arrays
 instead of once per game in Python wrappers and per-env messages.
 
-What training needs from the per-env path (`rlgpt.rl.sf_env`) is kept, from the same definitions:
+What training needs from the per-env path (`rlgpt.rl.wrappers`) is kept, from the same definitions:
 
 - the task (`rlgpt.envs.tasks.task_outcome`): reward 1 and termination when every target is unlocked,
   termination on death, truncation at the episode length;
-- the ``rollout/*`` episode statistics (`rlgpt.rl.sf_env.episode_stats`), reported for the games whose
+- the ``rollout/*`` episode statistics (`rlgpt.rl.wrappers.episode_stats`), reported for the games whose
   episode ended as arrays Sample Factory's batched runner files under the same keys;
 - the ``num_frames`` observation key `rlgpt.rl.learner.SMDPLearner` reads (k = 1 after every step: the
   batch path runs no macros; 0 in the first observation, as `PrimitiveStepCount` gives);
-- the world seeds (`rlgpt.rl.sf_env.game_seed`): game j of split s of worker w is the same game, same
+- the world seeds (`rlgpt.rl.wrappers.game_seed`): game j of split s of worker w is the same game, same
   world, as env ``w * games_per_worker + s * N + j`` of the per-env path.
 
 Finished games are reset inside `step` (Sample Factory's multi-agent contract) and the returned observation
-of such a row is the first one of its next episode.
+of such a row is the first one of its next episode. `rlgpt.rl.sf_env.make_batch_task_env` builds one for
+Sample Factory.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from sample_factory.utils.typing import Config
 
-from rlgpt.envs.batch import CrafterBatch, make_batch
+from rlgpt.envs.batch import CrafterBatch
 from rlgpt.envs.crafter import ACTION_NAMES, N_IDS, VECTOR_FIELDS
 from rlgpt.envs.tasks import TaskSpec, task_outcome
 from rlgpt.rl.learner import NUM_FRAMES_KEY
-from rlgpt.rl.sf_env import episode_stats, game_seed, task_from_env_name
-
-# Sample Factory reads num_agents/is_multiagent through its own gymnasium wrappers around this env, which
-# gymnasium 0.29 answers with a deprecation warning per lookup (the per-env path's wrappers define them).
-warnings.filterwarnings("ignore", message=r".*WARN: env\.(num_agents|is_multiagent) to get variables")
+from rlgpt.rl.wrappers import episode_stats, game_seed
 
 
 class BatchTaskEnv(gym.Env):
@@ -104,14 +98,3 @@ class BatchTaskEnv(gym.Env):
     def render(self):
         raise NotImplementedError("the batch backend has no renderer; evaluation plays the gym backend's env")
 
-
-def make_batch_task_env(
-    full_env_name: str, cfg: Config, env_config: Any = None, num_games: int | None = None
-) -> BatchTaskEnv:
-    """Sample Factory env factory of the ``batch`` backend: ``num_games`` games of the task (default
-    ``cfg.rlgpt_batch_games``, a worker split's games)."""
-    task = TaskSpec.from_name(task_from_env_name(full_env_name))
-    if cfg.rlgpt_episode_length:  # None: the task's default, as `make_task_env` has it
-        task = dataclasses.replace(task, episode_length=int(cfg.rlgpt_episode_length))
-    games = int(num_games or cfg.rlgpt_batch_games)
-    return BatchTaskEnv(make_batch(games), task, run_seed=int(cfg.seed or 0))

@@ -1,91 +1,28 @@
 """Crafter tasks as Sample Factory environments, registered by name (``crafter_<task>``).
 
-Sample Factory pickles its global context (env registry, model factory) into every worker process it
-spawns, so everything registered here is a module-level function: unpickling it imports this module
-in the worker, which is also what installs the checkpoint allow-list there.
+Sample Factory pickles its global context (env registry, model factory) into every process it spawns.
+The env factory registered here is an `SFEnvFactory`, whose unpickling in such a process runs
+`rlgpt.rl.worker_boot.boot_worker` first: importing this module does nothing else than define it.
+
+Each Sample Factory env is one task env with the per-env wrappers (`rlgpt.rl.wrappers`, the ``gym``
+backend) or a batch of games (`rlgpt.rl.sf_batch`, the ``batch`` backend), as the run's
+``rlgpt_batch_games`` says (`rlgpt.rl.sf_config`).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-import warnings
+import dataclasses
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 from sample_factory.envs.env_utils import register_env
-from sample_factory.utils import utils as sf_utils
 from sample_factory.utils.typing import Config
 
-from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-from rlgpt.macro.files import sources_from_json
-from rlgpt.macro.reward import DenseRewardWrapper
-from rlgpt.macro.runtime import MacroActionWrapper
-from rlgpt.procs import die_with_parent
-from rlgpt.rl import checkpoint  # noqa: F401  (installs the torch.load allow-list in every worker)
-from rlgpt.rl.learner import NUM_FRAMES_KEY
-from rlgpt.rl.workers import is_sf_child_process, protect_macro_env
+from rlgpt.envs.tasks import TaskSpec, make_task_env
+from rlgpt.rl.sf_batch import BatchTaskEnv
+from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
+from rlgpt.rl.wrappers import wrap_task_env
 
 ENV_PREFIX = "crafter_"
-# Sample Factory's console handler is module-level in every process it spawns; importing this module
-# (which each worker does to unpickle the env factory) applies the level the trainer chose.
-SF_CONSOLE_LEVEL_ENV = "RLGPT_SF_CONSOLE_LEVEL"
-# The trainer's pid, inherited by every Sample Factory child it spawns (see `die_with_parent`).
-TRAINER_PID_ENV = "RLGPT_TRAINER_PID"
-
-
-def apply_console_level() -> None:
-    """Set Sample Factory's console log level in this process from ``RLGPT_SF_CONSOLE_LEVEL``."""
-    if os.environ.get(SF_CONSOLE_LEVEL_ENV):
-        sf_utils.stream_handler.setLevel(os.environ[SF_CONSOLE_LEVEL_ENV])
-
-
-apply_console_level()
-
-
-def sf_child_dies_with_trainer() -> None:
-    """In a Sample Factory child process, ask Linux to SIGKILL it when the trainer process dies.
-
-    Without this, a trainer killed with SIGKILL (or any signal it does not handle) leaves its rollout,
-    inference and learner processes running as orphans that keep burning the CPU. Only processes started
-    with multiprocessing's spawn method (Sample Factory's) are affected; a no-op in the trainer itself and
-    on platforms without ``prctl``.
-    """
-    if not is_sf_child_process() or not sys.platform.startswith("linux"):
-        return
-    # The trainer says who it is: a child whose trainer died before this import would otherwise take the
-    # process it was re-parented to for its trainer and live on as an orphan.
-    trainer = int(os.environ.get(TRAINER_PID_ENV) or os.getppid())
-    die_with_parent()
-    if os.getppid() != trainer:  # the trainer died before the request took effect
-        os._exit(1)
-
-
-# Every SF child process imports this module (it unpickles the env factory from the global context).
-sf_child_dies_with_trainer()
-# SF 2.1.1's learner logs `float(loss)` of tensors that require grad; torch warns about it on every run.
-warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
-# Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
-_SEED_STRIDE = 1_000_003
-
-
-def game_seed(run_seed: int, game: int) -> int:
-    """World seed of training game ``game`` (Sample Factory's env index, counting every game of every worker)
-    in a run seeded ``run_seed``: the same games get the same worlds whichever backend steps them."""
-    return run_seed * _SEED_STRIDE + game
-
-
-def episode_stats(success: Any, steps: Any, decisions: Any, unlocked: Any) -> dict[str, Any]:
-    """The ``rollout/*`` statistics of finished episodes: task success, primitive steps, policy decisions and
-    whether each achievement was unlocked (``unlocked[..., i]`` for ``ACHIEVEMENTS[i]``). Scalars for one
-    episode (`EpisodeStats`) or arrays with one entry per game (`rlgpt.rl.sf_batch`)."""
-    stats = {"rollout/success": success, "rollout/episode_steps": steps,
-             "rollout/episode_decisions": decisions}
-    for i, name in enumerate(ACHIEVEMENTS):
-        stats[f"rollout/achievement/{name}"] = unlocked[..., i]
-    return stats
 
 
 def env_name_for_task(task: str) -> str:
@@ -100,189 +37,60 @@ def task_from_env_name(env_name: str) -> str:
     return env_name[len(ENV_PREFIX) :]
 
 
-class EpisodeStats(gym.Wrapper):
-    """Reports per-episode task success, every achievement and step counts under ``rollout/`` at episode
-    end, and offsets env seeds by the run seed.
-
-    ``rollout/episode_steps`` counts primitive steps and ``rollout/episode_decisions`` policy decisions;
-    they differ when macros run (a macro is one decision of many primitive steps).
-    """
-
-    # Sample Factory probes these; answering here keeps gymnasium from warning about wrapper lookups.
-    num_agents = 1
-    is_multiagent = False
-
-    def __init__(self, env: gym.Env, run_seed: int):
-        super().__init__(env)
-        self.run_seed = run_seed
-        self.steps = 0
-        self.decisions = 0
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is not None:
-            seed = game_seed(self.run_seed, seed)
-        self.steps = 0
-        self.decisions = 0
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.steps += int(info.get("macro_steps", 1))
-        self.decisions += 1
-        if terminated or truncated:
-            unlocked = np.array([info["achievements"].get(name, 0) > 0 for name in ACHIEVEMENTS])
-            stats = dict(info.get("episode_extra_stats", {}))
-            ours = episode_stats(info["success"], self.steps, self.decisions, unlocked)
-            stats.update((key, float(value)) for key, value in ours.items())
-            info["episode_extra_stats"] = stats
-        return obs, reward, terminated, truncated, info
-
-
-class PrimitiveStepCount(gym.Wrapper):
-    """Tells Sample Factory how many primitive (game) steps each policy decision took.
-
-    The inner env reports ``k`` as ``info["macro_steps"]`` (`rlgpt.macro.runtime.MacroActionWrapper`; 1 when
-    absent). This wrapper sets ``info["num_frames"] = k`` (Sample Factory's frameskip hook) and adds the
-    observation key ``num_frames`` (float32, shape (1,)) holding ``k`` of the transition that produced the
-    observation, which is how `rlgpt.rl.learner.SMDPLearner` learns it. Sample Factory resets an env right
-    after its last step and stores the reset observation in that step's place, so a reset observation holds
-    ``k`` of the step before it (0 for a first reset). A non-dict observation becomes ``{"obs": ...}``.
-    """
-
-    num_agents = 1
-    is_multiagent = False
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        count = gym.spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32)
-        inner = env.observation_space
-        spaces = dict(inner.spaces) if isinstance(inner, gym.spaces.Dict) else {"obs": inner}
-        if NUM_FRAMES_KEY in spaces:
-            raise ValueError(f"the observation already has a {NUM_FRAMES_KEY!r} key")
-        self.observation_space = gym.spaces.Dict({**spaces, NUM_FRAMES_KEY: count})
-        self._last_k = 0
-
-    def _with_count(self, obs: Any, k: int) -> dict[str, Any]:
-        obs = dict(obs) if isinstance(obs, dict) else {"obs": obs}
-        obs[NUM_FRAMES_KEY] = np.array([k], dtype=np.float32)
-        return obs
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        obs, info = self.env.reset(seed=seed, options=options)
-        k, self._last_k = self._last_k, 0
-        return self._with_count(obs, k), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        k = int(info.get("macro_steps", 1))
-        info["num_frames"] = k
-        self._last_k = k
-        return self._with_count(obs, k), reward, terminated, truncated, info
-
-
-class ObservationParts(gym.ObservationWrapper):
-    """Zeroes the parts of a symbolic observation (``view``, ``vector``) the RL setup left out; the
-    observation space keeps its shape so that the policy network is the same whatever the setup chose."""
-
-    def __init__(self, env: gym.Env, keep: tuple[str, ...]):
-        super().__init__(env)
-        space = env.observation_space
-        self.drop = tuple(k for k in getattr(space, "spaces", {}) if k not in keep)
-
-    def observation(self, observation):
-        if not self.drop:
-            return observation
-        observation = dict(observation)
-        for key in self.drop:
-            observation[key] = observation[key] * 0
-        return observation
-
-
-class ChannelsFirst(gym.ObservationWrapper):
-    """HWC image observations (Crafter's pixels) as CHW, the layout Sample Factory's conv encoders expect."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        space = env.observation_space
-        h, w, c = space.shape
-        self.observation_space = gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1),
-                                                shape=(c, h, w), dtype=space.dtype)
-
-    def observation(self, observation):
-        return np.ascontiguousarray(observation.transpose(2, 0, 1))
-
-
-def is_hwc_image(space: gym.Space) -> bool:
-    """A 3-D Box whose last axis holds 1-4 channels (an image in HWC layout)."""
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.shape[-1] <= 4
-
-
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
-    """Sample Factory env factory for ``crafter_<task>`` names."""
+    """One task env of ``crafter_<task>`` with the wrappers the run's config asks for (``gym`` backend)."""
     task = TaskSpec.from_name(task_from_env_name(full_env_name))
-    env = make_task_env(
-        task,
-        obs_mode=cfg.rlgpt_obs_mode,
-        episode_length=cfg.rlgpt_episode_length,
-    )
+    env = make_task_env(task, obs_mode=cfg.rlgpt_obs_mode, episode_length=cfg.rlgpt_episode_length)
     return wrap_task_env(env, cfg)
 
 
-def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
-    """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
-    also used to run a trained policy on another env (`rlgpt.run.skills` chains skills in one episode)."""
-    # getattr: configs of runs trained before these flags existed lack them.
-    reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
-    if is_hwc_image(env.observation_space):
-        env = ChannelsFirst(env)
-    if reward and dense_reward:
-        # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
-        # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
-        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0))
-    if observation:
-        env = ObservationParts(env, tuple(observation.split(",")))
-    if cfg.rlgpt_macros:
-        # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
-        env = MacroActionWrapper(
-            env,
-            sources_from_json(cfg.rlgpt_macros),
-            gamma=cfg.gamma,
-            max_macro_steps=cfg.rlgpt_macro_max_steps,
-            seed=int(cfg.seed or 0),
-        )
-        env = protect_macro_env(env, cfg)
-    return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))
+def make_batch_task_env(
+    full_env_name: str, cfg: Config, env_config: Any = None, num_games: int | None = None
+) -> BatchTaskEnv:
+    """``num_games`` games of ``crafter_<task>`` as one env (the ``batch`` backend; default
+    ``cfg.rlgpt_batch_games``, a worker split's games)."""
+    task = TaskSpec.from_name(task_from_env_name(full_env_name))
+    if cfg.rlgpt_episode_length:  # None: the task's default, as `make_task_env` has it
+        task = dataclasses.replace(task, episode_length=int(cfg.rlgpt_episode_length))
+    games = int(num_games or cfg.rlgpt_batch_games)
+    # The one place that picks the batch implementation: the compiled engine, equal to
+    # `rlgpt.envs.batch.ReferenceBatch` step for step (tests/envs). Deferred: its kernels load for seconds.
+    from rlgpt.envs.engine import CompiledBatch
+
+    quiet_known_warnings()  # Sample Factory's wrappers around a batch env warn on every attribute lookup
+    return BatchTaskEnv(CompiledBatch(games), task, run_seed=int(cfg.seed or 0))
 
 
 def make_sf_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
-    """The env factory Sample Factory calls: a batch of ``rlgpt_batch_games`` games (`rlgpt.rl.sf_batch`,
-    the ``batch`` backend) when the run sets it, otherwise one task env (:func:`make_crafter_env`)."""
+    """The env Sample Factory asks for: a batch of ``rlgpt_batch_games`` games when the run sets it,
+    otherwise one task env."""
     if getattr(cfg, "rlgpt_batch_games", 0):  # getattr: configs saved before the batch backend lack it
-        from rlgpt.rl.sf_batch import make_batch_task_env  # deferred: it imports this module
-
         return make_batch_task_env(full_env_name, cfg, env_config)
     return make_crafter_env(full_env_name, cfg, env_config, render_mode)
+
+
+class SFEnvFactory:
+    """The env factory registered with Sample Factory (calls :func:`make_sf_env`).
+
+    Unpickled in a Sample Factory process (its global context travels to every process it spawns, before
+    that process's own work), it boots the process (`rlgpt.rl.worker_boot.boot_worker`).
+    """
+
+    def __call__(self, full_env_name: str, cfg: Config, env_config: Any = None, render_mode=None):
+        return make_sf_env(full_env_name, cfg, env_config, render_mode)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _unpickle_in_worker, ()
+
+
+def _unpickle_in_worker() -> SFEnvFactory:
+    boot_worker()
+    return SFEnvFactory()
 
 
 def register_task_env(task: str) -> str:
     """Register the Sample Factory env for ``task`` (validated) and return its name."""
     TaskSpec.from_name(task)
     name = env_name_for_task(task)
-    register_env(name, make_sf_env)
+    register_env(name, SFEnvFactory())
     return name
-
-
-def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
-    """The rlgpt-specific flags Sample Factory must know about (saved in the run's config.json)."""
-    parser.add_argument("--rlgpt_obs_mode", default="symbolic", type=str)
-    parser.add_argument("--rlgpt_episode_length", default=None, type=int)
-    parser.add_argument("--rlgpt_hidden_size", default=256, type=int)
-    parser.add_argument("--rlgpt_encoder_precision", default="fp32", type=str, help="fp32 or bf16")
-    parser.add_argument("--rlgpt_macros", default=None, type=str, help="JSON list of macro sources")
-    parser.add_argument("--rlgpt_macro_max_steps", default=32, type=int)
-    parser.add_argument("--rlgpt_macro_memory_mb", default=0, type=int)
-    parser.add_argument("--rlgpt_reward", default=None, type=str, help="source of def reward(game, prev)")
-    parser.add_argument("--rlgpt_observation", default=None, type=str, help="observation parts: view,vector")
-    parser.add_argument("--rlgpt_learner_core", default=-1, type=int, help="CPU core of the learner; -1: any")
-    parser.add_argument("--rlgpt_batch_games", default=0, type=int,
-                        help="games per batch env (the batch backend); 0: one task env per SF env")

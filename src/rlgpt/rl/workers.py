@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 from signal_slot.signal_slot import EventLoopObject, Timer
 
+from rlgpt.errors import RlgptError
 from rlgpt.run import rundir
 
 _MARKER_SIZE = 256
@@ -190,7 +191,7 @@ class MarkRunningMacro(gym.Wrapper):
 # -- the trainer's watch -----------------------------------------------------------------------------------
 
 
-class WorkerDiedError(RuntimeError):
+class WorkerDiedError(RlgptError, RuntimeError):
     """A Sample Factory child process died during training; the message says which, how and doing what."""
 
 

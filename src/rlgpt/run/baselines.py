@@ -19,12 +19,12 @@ from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-from rlgpt.run.executor import Executor, TrainJob
-from rlgpt.run.loop import job_record, result_record, step
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
-from rlgpt.rl.sf_env import EpisodeStats
+from rlgpt.rl.wrappers import EpisodeStats
+from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.loop import job_record, result_record, step
 from rlgpt.tracking import LoopProgress
 
 POLICY_MACRO = "policy"

@@ -1,7 +1,7 @@
 """Trainings go through one interface: a job (config in) -> a run directory and a result (out).
 
-`LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample
-Factory training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
+`LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample Factory
+training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
 not a dead loop; the child dies with the loop (SIGKILL included), and a job run again on the same run
 directory resumes its training from the newest checkpoint. A cluster backend implements `Executor.run`
 the same way (ship ``job.json``, run this module there, read ``result.json`` back) without touching the loop.
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlgpt.run import rundir
-from rlgpt.config import TrainConfig, to_dict, train_config_from_dict
+from rlgpt.config import EnvSetup, TrainConfig, to_dict, train_config_from_dict
 from rlgpt.procs import die_with_parent
+from rlgpt.run import rundir
 
 JOB_JSON = "job.json"
 RESULT_JSON = "result.json"
@@ -55,14 +55,9 @@ class TrainJob:
         return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
                    int(data["eval_episodes"]), data["eval_episode_length"])
 
-    def sf_argv(self) -> list[str]:
-        """The Sample Factory flags beyond the TrainConfig: the LLM's reward and observation."""
-        argv = []
-        if self.reward_code:
-            argv.append(f"--rlgpt_reward={self.reward_code}")
-        if self.observation:
-            argv.append(f"--rlgpt_observation={','.join(self.observation)}")
-        return argv
+    def env_setup(self) -> EnvSetup:
+        """The training's env beyond the TrainConfig: the LLM's reward and observation."""
+        return EnvSetup(self.reward_code, self.observation)
 
 
 @dataclass
@@ -140,7 +135,7 @@ def run_job(job: TrainJob) -> JobResult:
     t0 = time.time()
     if job.reward_code:
         compile_reward(job.reward_code)  # a bad reward is one error here, not a crash in every worker
-    result = train(job.config, extra_sf_argv=job.sf_argv())
+    result = train(job.config, setup=job.env_setup())
     if result.status == ExperimentStatus.INTERRUPTED:
         raise KeyboardInterrupt
     if result.status != ExperimentStatus.SUCCESS:

@@ -32,16 +32,16 @@ from typing import Any
 
 import yaml
 
-from rlgpt.run import rundir
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Feedback, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
-from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.probe import ProbeCall, ProbeReport, ProbeState
+from rlgpt.run import rundir
+from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.skills import Skill, SkillLibrary, run_chain
 from rlgpt.tracking import LoopProgress
 
@@ -117,7 +117,7 @@ class Loop:
     def run_loop(self, task: str, run_dir: Path, steps: int) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record."""
         cfg = self.cfg
-        per_iteration = steps // cfg.iterations
+        per_iteration = cfg.iteration_budget(steps)
         iterations: list[dict[str, Any]] = []
         slow_feedback = "none"
         index = 0

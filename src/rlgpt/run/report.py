@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlgpt.errors import RlgptError
 from rlgpt.run import rundir
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
@@ -16,7 +17,7 @@ TABLE_PNG = "results.png"
 CURVES_PNG = "iterations.png"
 
 
-class ReportError(ValueError):
+class ReportError(RlgptError, ValueError):
     """A directory given to `rlgpt report` holds no finished run."""
 
 

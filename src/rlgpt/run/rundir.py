@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from rlgpt.errors import RlgptError
+
 RLGPT_CONFIG = "rlgpt.yaml"
 METRICS_CSV = "metrics.csv"
 LEARNING_CURVES_PNG = "learning_curves.png"
@@ -25,7 +27,7 @@ WORKER_MARKERS = ".workers"
 """Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
 
 
-class RunDirError(OSError):
+class RunDirError(RlgptError, OSError):
     """The run directory cannot be created or written."""
 
 

@@ -8,11 +8,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rlgpt.run import rundir
 from rlgpt.config import RunConfig
-from rlgpt.run.executor import Executor, LocalExecutor
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import Backend
+from rlgpt.run import rundir
+from rlgpt.run.executor import Executor, LocalExecutor
 from rlgpt.run.loop import SUMMARY_JSON
 from rlgpt.tracking import LoopProgress
 

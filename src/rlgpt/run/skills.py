@@ -167,7 +167,7 @@ class SkillPolicy:
 
     def wrap(self, env: Any) -> Any:
         """`env` behind this policy's wrappers (no dense reward: only the task's reward counts here)."""
-        from rlgpt.rl.sf_env import wrap_task_env
+        from rlgpt.rl.wrappers import wrap_task_env
 
         wrapped = wrap_task_env(env, self.cfg, dense_reward=False)
         if self.model is None:

