@@ -436,6 +436,10 @@ class RunConfig:
     """The persistent skill library; None = ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``."""
     skill_threshold: float = 0.2
     """Evaluation success a result needs to be stored in (or taken from) the skill library."""
+    job_attempts: int = 3
+    """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
+    killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation
+    crash after a full training only evaluates again). A failed job's steps still count as used."""
     wandb: bool = False
     """One W&B run per ``rlgpt run`` (offline unless ``WANDB_MODE`` says otherwise)."""
     wandb_project: str = "rlgpt"
@@ -494,6 +498,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (0 <= cfg.success_threshold <= 1, "success_threshold must be in [0, 1]"),
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
+        (cfg.job_attempts >= 1, "job_attempts must be >= 1"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
     ]
     for ok, message in checks:

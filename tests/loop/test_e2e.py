@@ -77,7 +77,7 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     # The trainer and the model server die with the loop instead of running on as orphans.
     assert len(spawned) >= 2
     wait_for(lambda: not any(alive(pid) for pid in spawned), "the loop's children to die with it")
-    assert not (it / "eval.json").exists()
+    assert not (it / "training.json").exists()
 
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WAIT_S)
     assert second.returncode == 0, second.stderr
@@ -103,7 +103,7 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     assert json.loads(sf_config["rlgpt_macros"] or "[]") == fast["reply"]["macros"]
     assert (sf_config["rlgpt_reward"] or "") == fast["reply"]["reward_code"]
     assert list((it / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))
-    evaluation = json.loads((it / "eval.json").read_text())
+    evaluation = json.loads((it / "training.json").read_text())
     assert evaluation["ok"], evaluation["error"]
     report = evaluation["report"]
     assert report["episodes"] == 4 and set(report["achievement_success"]) == set(ACHIEVEMENTS)

@@ -11,7 +11,8 @@ import numpy as np
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import make_crafter_env, register_task_env
-from rlgpt.run.executor import RESULT_JSON, LocalExecutor, TrainJob
+from rlgpt.run.executor import LocalExecutor, TrainJob
+from rlgpt.run.layout import RESULT_JSON
 
 REWARD = "def reward(game, prev):\n    return 0.5 + game.inventory['wood'] - prev.inventory['wood']\n"
 

@@ -22,6 +22,7 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
+from rlgpt.run import layout
 from rlgpt.run.loop import feedback_text
 from rlgpt.run.runner import run
 
@@ -38,7 +39,7 @@ def fast_without_code(horizon: int = 200) -> dict:
 
 
 def evaluation(success: float) -> dict:
-    """An eval.json as the loop reads it back (keys sorted)."""
+    """A training.json as the loop reads it back (keys sorted)."""
     return json.loads(json.dumps(_evaluation(success), sort_keys=True))
 
 
@@ -50,12 +51,13 @@ def _evaluation(success: float) -> dict:
             "report": report, "run_dir": "x"}
 
 
-def prefill_iteration(it_dir: Path, success: float) -> None:
-    """An iteration whose fast step and training already finished (as a killed run leaves them)."""
+def prefill_iteration(it_dir: Path, success: float, record_name: str = layout.TRAINING_JSON) -> None:
+    """An iteration whose fast step and training already finished (as a killed run leaves them); an older
+    run directory has its training record under `layout.LEGACY_TRAINING_JSON`."""
     write_step(it_dir / "fast.json", fast_without_code())
     write_step(it_dir / "probes.json", [])
     (it_dir / "reward.py").write_text("def reward(game, prev):\n    return 0.0\n")
-    write_step(it_dir / "eval.json", evaluation(success))
+    write_step(it_dir / record_name, evaluation(success))
 
 
 def replay_client(cfg) -> LLMClient:
@@ -70,7 +72,7 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
                                                     "decomposition": FIRST.to_dict()})
-    prefill_iteration(run_dir / "iter_000", 0.0)
+    prefill_iteration(run_dir / "iter_000", 0.0, layout.LEGACY_TRAINING_JSON)  # an older run resumes
     slow_feedback = {"by": "critic", "target": "slow", "problems": ["find_tree never yields wood"],
                      "suggestions": ["make chopping a coded sub-action"]}
     write_step(run_dir / "iter_000" / "critic.json", slow_feedback)
@@ -107,6 +109,32 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     replayed = json.loads((run_dir / "summary.json").read_text())
     assert {**replayed, "llm": None} == {**summary, "llm": None} and replayed["llm"]["llm/cache_hits"] == 0
+
+
+def test_a_failed_training_counts_its_steps_and_is_never_the_best(tmp_path: Path) -> None:
+    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=2", f"task={TASK}")
+    client = replay_client(cfg)
+    critic = Critic(client, cfg.agents)
+    run_dir = tmp_path / "run"
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": FIRST.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    # Iteration 0's training died after 700 steps, every attempt: a failed record, its steps spent.
+    failed = {"ok": False, "error": "training process exited with status -9 without a result", "steps": 700,
+              "wall_time_s": 3.0, "success_rate": 0.0, "report": None, "run_dir": "x", "attempts": 3}
+    write_step(run_dir / "iter_000" / layout.TRAINING_JSON, failed)
+    record(cfg, critic.messages(TASK, 1, FIRST, [], None, [f"training failed: {failed['error']}"]),
+           {"target": "fast", "problems": ["training died"], "suggestions": ["retry"]}, json_sampling(cfg),
+           role_schema("critic"))
+    prefill_iteration(run_dir / "iter_001", 0.0)  # finished, and no better than the failed one's 0
+    record(cfg, critic.messages(TASK, 2, FIRST, [], evaluation(0.0)["report"], []),
+           {"target": "done", "problems": [], "suggestions": []}, json_sampling(cfg), role_schema("critic"))
+
+    summary = run(cfg)
+
+    assert [it["ok"] for it in summary["iterations"]] == [False, True]
+    assert summary["best"] == "iter_001" and summary["checkpoint"].endswith("iter_001/train")
+    assert summary["steps_used"] == 700 + 1024
 
 
 def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 `LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample Factory
 training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
-not a dead loop; the child dies with the loop (SIGKILL included), and a job run again on the same run
-directory resumes its training from the newest checkpoint. A cluster backend implements `Executor.run`
-the same way (ship ``job.json``, run this module there, read ``result.json`` back) without touching the loop.
+not a dead loop; the child dies with the loop (SIGKILL included). A failed attempt is run again (up to
+``RunConfig.job_attempts``), resuming its training from the newest checkpoint, or only evaluating again when
+the training had finished; every attempt is listed in ``attempts.json`` and its steps count. A cluster
+backend implements `Executor.run` the same way (ship ``job.json``, run this module there, read
+``result.json`` back) without touching the loop.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ from typing import Any, Protocol
 
 from rlgpt.config import EnvSetup, TrainConfig, to_dict, train_config_from_dict
 from rlgpt.procs import die_with_parent
-from rlgpt.run import rundir
-
-JOB_JSON = "job.json"
-RESULT_JSON = "result.json"
+from rlgpt.run import layout, rundir
+from rlgpt.tracking import spent_steps
 
 
 @dataclass
@@ -98,55 +98,107 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Runs each job in a child Python process on this machine."""
+    """Runs each job in a child Python process on this machine; a failed attempt is run again (up to
+    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat."""
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
         self.python = python
+        self.attempts = attempts
+        self.process: subprocess.Popen | None = None
+        """The running attempt's child (None between attempts)."""
 
     def run(self, job: TrainJob) -> JobResult:
         run_dir = rundir.prepare_run_dir(job.config.resolved_run_dir()).resolve()
         job.config.run_dir = str(run_dir)
-        rundir.write_json(run_dir / JOB_JSON, job.to_dict())
-        (run_dir / RESULT_JSON).unlink(missing_ok=True)
+        rundir.write_json(run_dir / layout.JOB_JSON, job.to_dict())
+        history = read_attempts(run_dir)
+        for _ in range(self.attempts):
+            result = self._attempt(run_dir)
+            history.append({"ok": result.ok, "error": result.error, "wall_time_s": result.wall_time_s,
+                            "spent_steps": spent_steps(run_dir / layout.METRICS_CSV), **result.extra})
+            rundir.write_json(run_dir / layout.ATTEMPTS_JSON, history)
+            if result.ok or not result.extra.get("retryable", True):
+                break
+        # Every session of the run directory counts, a failed job's and earlier attempts' included.
+        result.steps = max(result.steps, spent_steps(run_dir / layout.METRICS_CSV))
+        result.extra["attempts"] = len(history)
+        return result
+
+    def _attempt(self, run_dir: Path) -> JobResult:
+        (run_dir / layout.RESULT_JSON).unlink(missing_ok=True)
         t0 = time.time()
+        argv = [self.python, "-m", "rlgpt.run.executor", str(run_dir / layout.JOB_JSON)]
+        self.process = subprocess.Popen(argv, preexec_fn=die_with_parent)
         try:
-            proc = subprocess.run([self.python, "-m", "rlgpt.run.executor", str(run_dir / JOB_JSON)],
-                                  preexec_fn=die_with_parent, check=False)
-        except KeyboardInterrupt:
-            raise
-        result_path = run_dir / RESULT_JSON
+            returncode = self.process.wait()
+        finally:
+            self.process = None
+        result_path = run_dir / layout.RESULT_JSON
         if result_path.is_file():
             return JobResult.from_dict(json.loads(result_path.read_text()))
-        if proc.returncode in (-signal.SIGINT, 130):
+        if returncode in (-signal.SIGINT, 130):
             raise KeyboardInterrupt
         return JobResult(str(run_dir), False, wall_time_s=time.time() - t0,
-                         error=f"training process exited with status {proc.returncode} without a result; "
-                               f"see {run_dir / 'sf_log.txt'}", extra={"returncode": proc.returncode})
+                         error=f"training process exited with status {returncode} without a result; "
+                               f"see {run_dir / layout.SF_LOG}", extra={"returncode": returncode})
+
+
+def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
+    """The executor's earlier attempts in `run_dir` (``attempts.json``; [] when none or unreadable)."""
+    try:
+        found = json.loads((run_dir / layout.ATTEMPTS_JSON).read_text())
+    except (OSError, ValueError):
+        return []
+    return found if isinstance(found, list) else []
 
 
 def run_job(job: TrainJob) -> JobResult:
-    """Train and evaluate in this process (what the child of `LocalExecutor` does)."""
+    """Train and evaluate in this process (what the child of `LocalExecutor` does). A run directory whose
+    training already finished (``trained.json`` for the same steps) is only evaluated."""
     from sample_factory.algo.utils.misc import ExperimentStatus
 
+    from rlgpt.errors import ConfigError
     from rlgpt.macro.reward import compile_reward
     from rlgpt.rl.evaluate import evaluate, plot_learning_curves
     from rlgpt.rl.train import train
 
     t0 = time.time()
-    if job.reward_code:
-        compile_reward(job.reward_code)  # a bad reward is one error here, not a crash in every worker
-    result = train(job.config, setup=job.env_setup())
-    if result.status == ExperimentStatus.INTERRUPTED:
-        raise KeyboardInterrupt
-    if result.status != ExperimentStatus.SUCCESS:
-        return JobResult(str(result.run_dir), False, result.env_steps, time.time() - t0,
-                         error=f"Sample Factory status {result.status}; see {result.run_dir / 'sf_log.txt'}",
-                         extra={"status": int(result.status)})
-    plot_learning_curves(result.run_dir)
-    report = evaluate(result.run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
+    run_dir = job.config.resolved_run_dir()
+    try:
+        if job.reward_code:
+            compile_reward(job.reward_code)  # a bad reward is one error here, not a crash in every worker
+    except Exception as exc:  # the same code fails the same way again: not worth another attempt
+        return JobResult(str(run_dir), False, error=f"{type(exc).__name__}: {exc}",
+                         extra={"retryable": False})
+    trained = _finished_training(run_dir, job.config.steps)
+    if trained is None:
+        try:
+            result = train(job.config, setup=job.env_setup())
+        except ConfigError as exc:
+            return JobResult(str(run_dir), False, error=f"{type(exc).__name__}: {exc}",
+                             extra={"retryable": False})
+        if result.status == ExperimentStatus.INTERRUPTED:
+            raise KeyboardInterrupt
+        if result.status != ExperimentStatus.SUCCESS:
+            return JobResult(str(result.run_dir), False, result.env_steps, time.time() - t0,
+                             error=f"Sample Factory status {result.status}; see {run_dir / layout.SF_LOG}",
+                             extra={"status": int(result.status)})
+        trained = {"steps": job.config.steps, "env_steps": result.env_steps}
+        rundir.write_json(run_dir / layout.TRAINED_JSON, trained)
+        plot_learning_curves(run_dir)
+    report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
                       seed=job.config.seed)
-    return JobResult(str(result.run_dir), True, result.env_steps, time.time() - t0,
+    return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0,
                      dataclasses.asdict(report))
+
+
+def _finished_training(run_dir: Path, steps: int) -> dict[str, Any] | None:
+    """``trained.json`` when an earlier attempt finished training `steps` steps in `run_dir`, else None."""
+    try:
+        found = json.loads((run_dir / layout.TRAINED_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and found.get("steps") == steps else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         result = JobResult(str(job_path.parent), False, error=f"{type(exc).__name__}: {exc}")
-    rundir.write_json(job_path.parent / RESULT_JSON, result.to_dict())
+    rundir.write_json(job_path.parent / layout.RESULT_JSON, result.to_dict())
     return 0
 
 

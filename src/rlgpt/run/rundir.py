@@ -1,8 +1,5 @@
-"""Run-directory layout and crash-safe writes.
-
-A run directory is Sample Factory's experiment directory (``checkpoint_p0/``, ``config.json``,
-``.summary/``) plus rlgpt's own files, listed here so every module agrees on the names.
-"""
+"""Run directories: creating one, locking it, and crash-safe writes (the file names are in
+`rlgpt.run.layout`)."""
 
 from __future__ import annotations
 
@@ -15,16 +12,6 @@ from typing import Any
 import yaml
 
 from rlgpt.errors import RlgptError
-
-RLGPT_CONFIG = "rlgpt.yaml"
-METRICS_CSV = "metrics.csv"
-LEARNING_CURVES_PNG = "learning_curves.png"
-EVAL_DIR = "eval"
-EVAL_JSON = "eval.json"
-EVAL_PNG = "eval_success.png"
-SF_CONFIG = "config.json"
-WORKER_MARKERS = ".workers"
-"""Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
 
 
 class RunDirError(RlgptError, OSError):

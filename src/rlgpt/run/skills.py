@@ -30,10 +30,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rlgpt.run import rundir
-
-SKILL_JSON = "skill.json"
-POLICY_DIR = "policy"
+from rlgpt.run import layout, rundir
 
 
 def default_skills_dir() -> Path:
@@ -57,7 +54,7 @@ class Skill:
     """Macros of its action space (``name``, ``description``, ``code``)."""
     path: str = ""
     """The entry's directory (set when read from the library)."""
-    policy: str = POLICY_DIR
+    policy: str = layout.POLICY_DIR
     """The training run (Sample Factory config + checkpoint), relative to `path` or absolute."""
 
     @property
@@ -80,7 +77,7 @@ class SkillLibrary:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self.root / ".lock", "a") as f:
+        with open(self.root / layout.LIBRARY_LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield
@@ -96,13 +93,13 @@ class SkillLibrary:
         entry_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         with self._locked():
             staging = self.root / task / f".{entry_id}.tmp"
-            policy = staging / POLICY_DIR
+            policy = staging / layout.POLICY_DIR
             (policy / checkpoint.parent.name).mkdir(parents=True)
-            shutil.copy2(Path(train_dir) / rundir.SF_CONFIG, policy / rundir.SF_CONFIG)
+            shutil.copy2(Path(train_dir) / layout.SF_CONFIG, policy / layout.SF_CONFIG)
             shutil.copy2(checkpoint, policy / checkpoint.parent.name / checkpoint.name)
             skill = Skill(task, float(success_rate), int(steps), {**provenance, "created": time.time()},
                           [dict(m) for m in macros])
-            rundir.write_json(staging / SKILL_JSON, asdict(skill))
+            rundir.write_json(staging / layout.SKILL_JSON, asdict(skill))
             final = self.root / task / entry_id
             os.replace(staging, final)  # the entry appears complete or not at all
         skill.path = str(final)
@@ -111,7 +108,7 @@ class SkillLibrary:
     def entries(self, task: str | None = None) -> list[Skill]:
         """Every complete entry (of `task`, when given)."""
         skills = []
-        pattern = f"{task}/*/{SKILL_JSON}" if task else f"*/*/{SKILL_JSON}"
+        pattern = f"{task}/*/{layout.SKILL_JSON}" if task else f"*/*/{layout.SKILL_JSON}"
         for path in sorted(self.root.glob(pattern)):
             data = json.loads(path.read_text())
             data["path"] = str(path.parent)
