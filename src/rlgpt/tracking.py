@@ -75,18 +75,25 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
     return [r for r in rows if r.get("session") not in (None, "")]
 
 
-def spent_steps(path: str | os.PathLike) -> int:
-    """Primitive steps every session of a run trained, lost ones included: per session, its last logged
-    ``env_steps`` less the checkpoint it resumed from (steps past a killed session's last checkpoint were
-    trained, and trained again by the next session; both count). 0 without a metrics file."""
+def spent_steps(path: str | os.PathLike, final_steps: int = 0) -> int:
+    """Primitive steps every session of a run trained, lost ones included: per session, from the checkpoint
+    it resumed from to where it got (steps past a killed session's last checkpoint were trained, and
+    trained again by the next session; both count). A session got at least to its last logged
+    ``env_steps`` and to the checkpoint the next session resumed from; the last one to `final_steps` (its
+    trainer's own count, when it returned one). 0 without a metrics file."""
     if not Path(path).is_file():
         return 0
-    spans: dict[str, tuple[int, int]] = {}
+    spans: dict[int, list[int]] = {}
     for row in read_metrics(path):
         steps, start = int(float(row["env_steps"] or 0)), int(float(row.get("resumed_from") or 0))
-        first, last = spans.get(row["session"], (start, steps))
-        spans[row["session"]] = (first, max(last, steps))
-    return sum(max(last - first, 0) for first, last in spans.values())
+        span = spans.setdefault(int(row["session"]), [start, steps])
+        span[1] = max(span[1], steps)
+    order = sorted(spans)
+    for session, following in zip(order, order[1:], strict=False):
+        spans[session][1] = max(spans[session][1], spans[following][0])
+    if order:
+        spans[order[-1]][1] = max(spans[order[-1]][1], final_steps)
+    return sum(max(end - start, 0) for start, end in spans.values())
 
 
 def _header(path: Path) -> tuple[str, ...]:

@@ -9,28 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from loop_helpers import SMOKE
+from loop_helpers import SMOKE, WAIT_S, wait_for
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
 
 pytestmark = pytest.mark.slow
-
-WAIT_S = 3600  # a bound for a hung run, not a timing assumption: the wait ends when the file appears
-
-
-def wait_for(condition, what: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) before {what}: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
-
 
 def children(pid: int) -> list[int]:
     """Pids of the direct children of `pid`."""

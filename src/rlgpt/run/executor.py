@@ -120,7 +120,7 @@ class LocalExecutor:
             if result.ok or not result.extra.get("retryable", True):
                 break
         # Every session of the run directory counts, a failed job's and earlier attempts' included.
-        result.steps = max(result.steps, spent_steps(run_dir / layout.METRICS_CSV))
+        result.steps = max(result.steps, spent_steps(run_dir / layout.METRICS_CSV, result.steps))
         result.extra["attempts"] = len(history)
         return result
 
