@@ -4,6 +4,9 @@ request the test did not record is an error, so these also prove which requests 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from loop_helpers import (
@@ -22,7 +25,7 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
-from rlgpt.run import layout
+from rlgpt.run import layout, rundir
 from rlgpt.run.loop import feedback_text
 from rlgpt.run.runner import run
 
@@ -207,3 +210,24 @@ def test_raw_control_characters_inside_json_strings_are_accepted(tmp_path: Path)
     feedback = critic.review(TASK, 1, FIRST, [], report, [])
     assert feedback.target == "fast" and feedback.problems == ("line one\nline\ttwo",)
     assert feedback.suggestions == ("```python\nx = 1\n```",)
+
+
+def test_a_run_dir_in_use_is_one_error_line_and_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder_code = ("import sys; from pathlib import Path; from rlgpt.run import layout, rundir\n"
+                   "with rundir.locked_run_dir(Path(sys.argv[1]), layout.RUN_LOCK):\n"
+                   "    print('held', flush=True); sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", holder_code, str(run_dir)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--mode", "ppo")
+        assert_error_line(second, str(run_dir), f"in use by rlgpt pid {holder.pid}")
+        assert not (run_dir / "run.yaml").exists()  # the second run wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel dropped the killed holder's lock: the directory can be taken again at once.
+    with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
+        assert (run_dir / layout.RUN_LOCK).read_text() == f"rlgpt pid {os.getpid()}"

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,33 @@ def prepare_run_dir(path: str | os.PathLike) -> Path:
     except OSError as e:
         raise RunDirError(f"run dir {str(path)!r} is not writable: {e.strerror or e}") from None
     return path
+
+
+@contextmanager
+def locked_run_dir(path: Path, lock_name: str) -> Iterator[None]:
+    """Hold ``path/lock_name`` (an exclusive fcntl lock, held by the open file) for the whole block, or
+    raise RunDirError at once when another process holds it: two runs writing one directory would tear
+    each other's steps. The kernel drops the lock when the holder dies, SIGKILL included, so a killed run
+    never leaves a stale lock behind."""
+    lock_path = Path(path) / lock_name
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise RunDirError(f"run dir {str(path)!r} is in use by {holder}; wait for it to end or use "
+                              "another --run-dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"rlgpt pid {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def current_umask() -> int:

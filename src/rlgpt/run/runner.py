@@ -42,6 +42,13 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
 
     TaskSpec.from_name(cfg.task)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
+    with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
+        return _run_in(cfg, run_dir, executor, backend)
+
+
+def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor | None,
+            backend: Backend | None) -> dict[str, Any]:
+    """`run` once it holds `run_dir`."""
     rundir.write_yaml(run_dir / layout.RUN_YAML, dataclasses.asdict(cfg))
     executor = executor or LocalExecutor(attempts=cfg.job_attempts)
     progress = LoopProgress(cfg.steps, cfg.iterations if cfg.mode == "rlgpt" else 1,

@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections import deque
@@ -106,13 +107,31 @@ class SkillLibrary:
         return skill
 
     def entries(self, task: str | None = None) -> list[Skill]:
-        """Every complete entry (of `task`, when given)."""
+        """Every complete entry (of `task`, when given). Entries being written (staging directories) are
+        skipped; a corrupt one (unreadable or invalid ``skill.json``, its policy's config or checkpoint
+        missing) is skipped with a warning on stderr, so one bad entry never ends a run that shares the
+        library."""
+        from rlgpt.rl.checkpoint import CheckpointError, latest_checkpoint
+
         skills = []
         pattern = f"{task}/*/{layout.SKILL_JSON}" if task else f"*/*/{layout.SKILL_JSON}"
         for path in sorted(self.root.glob(pattern)):
-            data = json.loads(path.read_text())
-            data["path"] = str(path.parent)
-            skills.append(Skill(**data))
+            if path.parent.name.startswith("."):  # an entry being written; it appears by rename
+                continue
+            try:
+                data = json.loads(path.read_text())
+                skill = Skill(**{**data, "path": str(path.parent)})
+                if not isinstance(skill.task, str) or not isinstance(skill.macros, list):
+                    raise TypeError("task or macros of the wrong type")
+                skill.success_rate, skill.steps = float(skill.success_rate), int(skill.steps)
+                if not (skill.policy_dir / layout.SF_CONFIG).is_file():
+                    raise FileNotFoundError(f"no {layout.SF_CONFIG} in {skill.policy_dir}")
+                latest_checkpoint(skill.policy_dir)
+            except (OSError, ValueError, TypeError, CheckpointError) as e:
+                print(f"rlgpt: warning: skipping skill library entry {str(path.parent)!r}: {e}",
+                      file=sys.stderr)
+                continue
+            skills.append(skill)
         return skills
 
     def best(self, task: str, min_success: float = 0.0) -> Skill | None:
