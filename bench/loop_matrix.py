@@ -69,7 +69,7 @@ def llm_seconds(phases_jsonl: Path, iteration: int = 0) -> float:
 def replay_iteration(run_dir: Path, scratch: Path) -> dict:
     """Time iteration 0's LLM phases live (from the run) and replayed: a copy of the run without that
     iteration's slow/fast/critic step files re-runs them with ``llm.replay_only`` (every reply from the
-    response cache; compile, repair and probes run again), its training read from ``eval.json``."""
+    response cache; compile, repair and probes run again), its training read from ``training.json``."""
     live = llm_seconds(run_dir / "phases.jsonl")
     copy = scratch / run_dir.name
     shutil.rmtree(copy, ignore_errors=True)

@@ -98,8 +98,8 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append("wandb=true")
     cfg = load_run_config(args.config, overrides)
 
-    from rlgpt.report import result_table
-    from rlgpt.runner import run
+    from rlgpt.run.report import result_table
+    from rlgpt.run.runner import run
 
     summary = run(cfg)
     print(result_table([summary]))
@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from rlgpt.report import write_report
+    from rlgpt.run.report import write_report
 
     paths = write_report(args.run_dirs, args.out)
     print(paths["markdown"].read_text())
@@ -177,11 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlgpt.config import ConfigError
     from rlgpt.llm.errors import LLMError
     from rlgpt.macro.files import MacroFileError
-    from rlgpt.report import ReportError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
     from rlgpt.rl.workers import WorkerDiedError
-    from rlgpt.rundir import RunDirError
+    from rlgpt.run.report import ReportError
+    from rlgpt.run.rundir import RunDirError
 
     user_errors = (
         ConfigError,

@@ -459,8 +459,12 @@ class RunConfig:
     chain_starts: int = 16
     """Start states a planned chain's later subtask trains from: the planner plays the chain's earlier skills
     from fresh worlds and saves up to this many states where they all reached their goals
-    (`rlgpt.skills.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
+    (`rlgpt.run.skills.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
     every subtask from fresh worlds. The chain's own evaluation always plays from fresh worlds."""
+    job_attempts: int = 3
+    """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
+    killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation
+    crash after a full training only evaluates again). A failed job's steps still count as used."""
     wandb: bool = False
     """One W&B run per ``rlgpt run`` (offline unless ``WANDB_MODE`` says otherwise)."""
     wandb_project: str = "rlgpt"
@@ -519,6 +523,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (0 <= cfg.success_threshold <= 1, "success_threshold must be in [0, 1]"),
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
+        (cfg.job_attempts >= 1, "job_attempts must be >= 1"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
         (cfg.chain_starts >= 0, "chain_starts must be >= 0"),
     ]

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SUCCESS_WINDOW = 32
 """Episodes in a training run's rolling success rate (``success`` in ``metrics.csv``): Sample Factory's
@@ -72,6 +73,27 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     return [r for r in rows if r.get("session") not in (None, "")]
+
+
+def spent_steps(path: str | os.PathLike, final_steps: int = 0) -> int:
+    """Primitive steps every session of a run trained, lost ones included: per session, from the checkpoint
+    it resumed from to where it got (steps past a killed session's last checkpoint were trained, and
+    trained again by the next session; both count). A session got at least to its last logged
+    ``env_steps`` and to the checkpoint the next session resumed from; the last one to `final_steps` (its
+    trainer's own count, when it returned one). 0 without a metrics file."""
+    if not Path(path).is_file():
+        return 0
+    spans: dict[int, list[int]] = {}
+    for row in read_metrics(path):
+        steps, start = int(float(row["env_steps"] or 0)), int(float(row.get("resumed_from") or 0))
+        span = spans.setdefault(int(row["session"]), [start, steps])
+        span[1] = max(span[1], steps)
+    order = sorted(spans)
+    for session, following in zip(order, order[1:], strict=False):
+        spans[session][1] = max(spans[session][1], spans[following][0])
+    if order:
+        spans[order[-1]][1] = max(spans[order[-1]][1], final_steps)
+    return sum(max(end - start, 0) for start, end in spans.values())
 
 
 def _header(path: Path) -> tuple[str, ...]:
@@ -175,6 +197,49 @@ def log_scalars(
         run = wandb.init(id=wandb_run["id"], project=wandb_run["project"], resume="allow")
         run.log(dict(scalars), step=step)
         run.finish()
+
+
+def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: dict[str, Any]) -> None:
+    """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
+    the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
+    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; the generated code as
+    artifacts. ``config`` is the run's config as a dict."""
+    import uuid
+
+    import wandb
+
+    from rlgpt.run import layout, rundir
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    id_path = run_dir / layout.WANDB_ID
+    if not id_path.is_file():
+        rundir.atomic_write_text(id_path, uuid.uuid4().hex[:12])
+    run = wandb.init(id=id_path.read_text().strip(), project=project, dir=str(run_dir),
+                     config=config, resume="allow", name=run_dir.name)
+    try:
+        for it in summary["iterations"]:
+            scalars: dict[str, float] = {"train/steps": it["steps"], "eval/success_rate": it["success_rate"]}
+            record = layout.training_record(run_dir / it["dir"])
+            report = json.loads(record.read_text()).get("report") if record.is_file() else None
+            for name, rate in ((report or {}).get("achievement_success") or {}).items():
+                scalars[f"eval/achievement/{name}"] = rate
+            for macro, stats in ((report or {}).get("macro_stats") or {}).items():
+                scalars.update({f"macro/{macro}/{k}": v for k, v in stats.items()})
+            run.log(scalars, step=it["index"])
+        final = {**summary.get("llm", {}), "eval/best_success_rate": summary["success_rate"],
+                 "train/steps_used": summary["steps_used"]}
+        run.log(final, step=len(summary["iterations"]))
+        code = wandb.Artifact(f"code-{run_dir.name}", type="code")
+        for path in (sorted(run_dir.glob(f"*/{layout.MACROS_YAML}"))
+                     + sorted(run_dir.glob(f"*/{layout.REWARD_PY}"))):
+            code.add_file(str(path), name=f"{path.parent.name}/{path.name}")
+        if code.manifest.entries:
+            run.log_artifact(code)
+    finally:
+        run.finish()
+        # finish() can return before W&B's service has written the last records; stopping the service
+        # flushes them, so the offline run is complete on disk when `rlgpt run` returns.
+        wandb.teardown()
 
 
 class LoopProgress:

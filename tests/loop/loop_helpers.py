@@ -8,14 +8,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from rlgpt import prompts, rundir
+from rlgpt import prompts
 from rlgpt.config import RunConfig, builtin_config_path, load_run_config
 from rlgpt.llm.cache import ResponseCache, request_key
 from rlgpt.llm.config import _replay_model_id
 from rlgpt.llm.types import Completion, Message, SamplingParams
+from rlgpt.run import rundir
 
 SMOKE = str(builtin_config_path("run_smoke.yaml"))
 
@@ -67,3 +69,18 @@ def assert_error_line(proc: subprocess.CompletedProcess, *fragments: str) -> str
         assert fragment in errors[0], errors[0]
     assert "Traceback" not in proc.stderr
     return errors[0]
+
+
+WAIT_S = 3600
+"""A bound for a hung run, not a timing assumption: a wait ends as soon as its condition holds."""
+
+
+def wait_for(condition, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Poll `condition` until it holds; fail when `proc` exits first or after `WAIT_S`."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            stderr = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"the process exited ({proc.returncode}) before {what}: {stderr}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)

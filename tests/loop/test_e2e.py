@@ -9,28 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from loop_helpers import SMOKE
+from loop_helpers import SMOKE, WAIT_S, wait_for
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
 
 pytestmark = pytest.mark.slow
-
-WAIT_S = 3600  # a bound for a hung run, not a timing assumption: the wait ends when the file appears
-
-
-def wait_for(condition, what: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) before {what}: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
-
 
 def children(pid: int) -> list[int]:
     """Pids of the direct children of `pid`."""
@@ -77,7 +64,7 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     # The trainer and the model server die with the loop instead of running on as orphans.
     assert len(spawned) >= 2
     wait_for(lambda: not any(alive(pid) for pid in spawned), "the loop's children to die with it")
-    assert not (it / "eval.json").exists()
+    assert not (it / "training.json").exists()
 
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WAIT_S)
     assert second.returncode == 0, second.stderr
@@ -103,7 +90,7 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     assert json.loads(sf_config["rlgpt_macros"] or "[]") == fast["reply"]["macros"]
     assert (sf_config["rlgpt_reward"] or "") == fast["reply"]["reward_code"]
     assert list((it / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))
-    evaluation = json.loads((it / "eval.json").read_text())
+    evaluation = json.loads((it / "training.json").read_text())
     assert evaluation["ok"], evaluation["error"]
     report = evaluation["report"]
     assert report["episodes"] == 4 and set(report["achievement_success"]) == set(ACHIEVEMENTS)

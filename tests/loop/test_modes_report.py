@@ -10,10 +10,10 @@ import pytest
 from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
-from rlgpt.baselines import policy_subaction
 from rlgpt.llm.config import build_client
-from rlgpt.report import result_table
-from rlgpt.runner import run
+from rlgpt.run.baselines import policy_subaction
+from rlgpt.run.report import result_table
+from rlgpt.run.runner import run
 
 CHOP = """```python
 def policy(game):
@@ -45,7 +45,7 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
     code = run(cfg)
     written = json.loads((code_dir / "code" / "fast.json").read_text())
     assert "yield \"do\"" in written["source"] and written["candidates"][0]["probe"]["calls"]
-    played = json.loads((code_dir / "code" / "eval.json").read_text())
+    played = json.loads((code_dir / "code" / "training.json").read_text())
     assert played["report"]["episodes"] == cfg.eval_episodes
     assert played["report"]["macro_stats"]["policy"]["calls"] >= cfg.eval_episodes
     # A macro that walks to trees and hits them collects wood in these worlds.

@@ -4,6 +4,9 @@ request the test did not record is an error, so these also prove which requests 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from loop_helpers import (
@@ -22,8 +25,9 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
-from rlgpt.loop import feedback_text
-from rlgpt.runner import run
+from rlgpt.run import layout, rundir
+from rlgpt.run.loop import feedback_text
+from rlgpt.run.runner import run
 
 TASK = "collect_wood"
 FIRST = Decomposition((SubAction("find_tree", "walk to a tree", "rl", "", "needs exploring"),))
@@ -38,7 +42,7 @@ def fast_without_code(horizon: int = 200) -> dict:
 
 
 def evaluation(success: float) -> dict:
-    """An eval.json as the loop reads it back (keys sorted)."""
+    """A training.json as the loop reads it back (keys sorted)."""
     return json.loads(json.dumps(_evaluation(success), sort_keys=True))
 
 
@@ -50,12 +54,13 @@ def _evaluation(success: float) -> dict:
             "report": report, "run_dir": "x"}
 
 
-def prefill_iteration(it_dir: Path, success: float) -> None:
-    """An iteration whose fast step and training already finished (as a killed run leaves them)."""
+def prefill_iteration(it_dir: Path, success: float, record_name: str = layout.TRAINING_JSON) -> None:
+    """An iteration whose fast step and training already finished (as a killed run leaves them); an older
+    run directory has its training record under `layout.LEGACY_TRAINING_JSON`."""
     write_step(it_dir / "fast.json", fast_without_code())
     write_step(it_dir / "probes.json", [])
     (it_dir / "reward.py").write_text("def reward(game, prev):\n    return 0.0\n")
-    write_step(it_dir / "eval.json", evaluation(success))
+    write_step(it_dir / record_name, evaluation(success))
 
 
 def replay_client(cfg) -> LLMClient:
@@ -70,7 +75,7 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
                                                     "decomposition": FIRST.to_dict()})
-    prefill_iteration(run_dir / "iter_000", 0.0)
+    prefill_iteration(run_dir / "iter_000", 0.0, layout.LEGACY_TRAINING_JSON)  # an older run resumes
     slow_feedback = {"by": "critic", "target": "slow", "problems": ["find_tree never yields wood"],
                      "suggestions": ["make chopping a coded sub-action"]}
     write_step(run_dir / "iter_000" / "critic.json", slow_feedback)
@@ -107,6 +112,32 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     replayed = json.loads((run_dir / "summary.json").read_text())
     assert {**replayed, "llm": None} == {**summary, "llm": None} and replayed["llm"]["llm/cache_hits"] == 0
+
+
+def test_a_failed_training_counts_its_steps_and_is_never_the_best(tmp_path: Path) -> None:
+    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=2", f"task={TASK}")
+    client = replay_client(cfg)
+    critic = Critic(client, cfg.agents)
+    run_dir = tmp_path / "run"
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": FIRST.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    # Iteration 0's training died after 700 steps, every attempt: a failed record, its steps spent.
+    failed = {"ok": False, "error": "training process exited with status -9 without a result", "steps": 700,
+              "wall_time_s": 3.0, "success_rate": 0.0, "report": None, "run_dir": "x", "attempts": 3}
+    write_step(run_dir / "iter_000" / layout.TRAINING_JSON, failed)
+    record(cfg, critic.messages(TASK, 1, FIRST, [], None, [f"training failed: {failed['error']}"]),
+           {"target": "fast", "problems": ["training died"], "suggestions": ["retry"]}, json_sampling(cfg),
+           role_schema("critic"))
+    prefill_iteration(run_dir / "iter_001", 0.0)  # finished, and no better than the failed one's 0
+    record(cfg, critic.messages(TASK, 2, FIRST, [], evaluation(0.0)["report"], []),
+           {"target": "done", "problems": [], "suggestions": []}, json_sampling(cfg), role_schema("critic"))
+
+    summary = run(cfg)
+
+    assert [it["ok"] for it in summary["iterations"]] == [False, True]
+    assert summary["best"] == "iter_001" and summary["checkpoint"].endswith("iter_001/train")
+    assert summary["steps_used"] == 700 + 1024
 
 
 def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Path) -> None:
@@ -179,3 +210,24 @@ def test_raw_control_characters_inside_json_strings_are_accepted(tmp_path: Path)
     feedback = critic.review(TASK, 1, FIRST, [], report, [])
     assert feedback.target == "fast" and feedback.problems == ("line one\nline\ttwo",)
     assert feedback.suggestions == ("```python\nx = 1\n```",)
+
+
+def test_a_run_dir_in_use_is_one_error_line_and_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder_code = ("import sys; from pathlib import Path; from rlgpt.run import layout, rundir\n"
+                   "with rundir.locked_run_dir(Path(sys.argv[1]), layout.RUN_LOCK):\n"
+                   "    print('held', flush=True); sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", holder_code, str(run_dir)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--mode", "ppo")
+        assert_error_line(second, str(run_dir), f"in use by rlgpt pid {holder.pid}")
+        assert not (run_dir / "run.yaml").exists()  # the second run wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel dropped the killed holder's lock: the directory can be taken again at once.
+    with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
+        assert (run_dir / layout.RUN_LOCK).read_text() == f"rlgpt pid {os.getpid()}"

@@ -4,6 +4,7 @@ subtasks are taken from the library and played as one chain (real trained polici
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ from rlgpt.agents.planner import Planner
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.llm.config import build_client
 from rlgpt.rl.train import train
-from rlgpt.runner import run, uses_planner
-from rlgpt.skills import SkillLibrary, run_chain
+from rlgpt.run.runner import run, uses_planner
+from rlgpt.run.skills import SkillLibrary, run_chain
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +45,35 @@ def test_library_stores_finds_and_describes_skills(tmp_path: Path, trained: Path
     assert list((Path(weak.path) / "policy").glob("checkpoint_p0/checkpoint_*.pth"))
     assert again.describe() == {"collect_wood": "trained policy, success 60% (m)"}
     assert not list((tmp_path / "lib").glob("*/.*.tmp"))
+
+
+def test_readers_skip_staging_and_corrupt_entries(tmp_path: Path, trained: Path, capsys) -> None:
+    library = SkillLibrary(tmp_path / "lib")
+    good = library.add("collect_wood", 0.5, 2048, {"run_dir": "a", "iteration": "iter_000"}, trained)
+    entry = Path(good.path)
+    # A writer killed mid-add leaves its staging directory, complete-looking skill.json and all.
+    shutil.copytree(entry, entry.parent / ".20990101-000000-deadbeef.tmp")
+    damages = {
+        "bad_json": lambda d: (d / "skill.json").write_text("{not json"),
+        "missing_fields": lambda d: (d / "skill.json").write_text(json.dumps({"task": "collect_wood"})),
+        "wrong_types": lambda d: (d / "skill.json").write_text(json.dumps(
+            {**json.loads((d / "skill.json").read_text()), "success_rate": "high"})),
+        "no_policy": lambda d: shutil.rmtree(d / "policy"),
+        "no_checkpoint": lambda d: [p.unlink() for p in (d / "policy").glob("checkpoint_p0/*.pth")],
+    }
+    for name, damage in damages.items():
+        shutil.copytree(entry, entry.parent / name)
+        damage(entry.parent / name)
+    capsys.readouterr()
+
+    again = SkillLibrary(tmp_path / "lib")
+    assert [s.path for s in again.entries()] == [good.path]
+    found = again.best("collect_wood")
+    assert found is not None and found.path == good.path
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlgpt: warning:")]
+    for name in damages:
+        assert any(f"/{name}'" in line for line in warnings), (name, warnings)
+    assert not any(".tmp" in line for line in warnings)  # unfinished, not corrupt: skipped silently
 
 
 def test_planner_chain_takes_skills_from_the_library(tmp_path: Path, trained: Path) -> None:
@@ -86,7 +116,7 @@ def test_chain_start_pool_keeps_states_where_every_skill_reached_its_goal(tmp_pa
                                                                          trained: Path) -> None:
     import torch
 
-    from rlgpt.skills import chain_start_pool
+    from rlgpt.run.skills import chain_start_pool
 
     torch.manual_seed(0)  # the policy samples its actions
     wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from rlgpt import rundir
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate, plot_learning_curves
 from rlgpt.rl.train import train
 from rlgpt.rl.wrappers import episode_stats
+from rlgpt.run import layout, rundir
 from rlgpt.tracking import read_metrics
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ def test_evaluate_writes_json_and_chart(trained_run):
 def test_smoke_config_trains_with_the_batch_backend(trained_run):
     """`env.backend: auto` put this run's games into batches (Sample Factory's batched sampling)."""
     _, result = trained_run
-    sf_config = json.loads((result.run_dir / rundir.SF_CONFIG).read_text())
+    sf_config = json.loads((result.run_dir / layout.SF_CONFIG).read_text())
     assert sf_config["batched_sampling"] is True
     assert (sf_config["num_envs_per_worker"], sf_config["rlgpt_batch_games"]) == (2, 2)
 

@@ -115,6 +115,23 @@ class FastResult:
                 "setup": self.setup.to_dict()}
 
 
+def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
+    """Why code in a `FastResult` (its JSON form) was rejected: each candidate's and the reward's last
+    diagnostics."""
+    lines = []
+    for choice in fast["macros"]:
+        for candidate in choice["candidates"]:
+            if candidate["code"] is None and candidate["attempts"]:
+                for d in candidate["attempts"][-1]["diagnostics"]:
+                    where = f"macro {choice['subaction']} candidate {candidate['index']}"
+                    lines.append(f"{where}: {Diagnostic(**d)}")
+    reward = fast["reward"]
+    if reward["code"] is None and reward["attempts"]:
+        for d in reward["attempts"][-1]["diagnostics"]:
+            lines.append(f"reward (left out of training): {Diagnostic(**d)}")
+    return lines
+
+
 def goal_text(sub: SubAction) -> str:
     """How the prompt states a sub-action's success condition."""
     if not sub.goal:

@@ -2,8 +2,8 @@
 macros as ``yield from skills.<name>(game)``.
 
 A later subtask builds on code that already works instead of rewriting it (Voyager's skill library, for
-macro code). The macros are stored with the skill they belong to (`rlgpt.skills.Skill.macros`, each with its
-goal and probe goal rate); `code_skills` picks the callable ones.
+macro code). The macros are stored with the skill they belong to (`rlgpt.run.skills.Skill.macros`, each
+with its goal and probe goal rate); `code_skills` picks the callable ones.
 
 Calling a stored skill is linking, not importing: `link_skills` rewrites each ``skills.<name>`` of a macro
 to a top-level function of the same module and prepends the skill's own source (renamed so that nothing

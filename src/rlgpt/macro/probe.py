@@ -169,6 +169,17 @@ class ProbeReport:
                 "success_rate": self.success_rate, "goal_rate": self.goal_rate, "mean_steps": self.mean_steps,
                 "calls": [asdict(c) for c in self.calls], "setup": list(self.setup)}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProbeReport:
+        """Inverse of to_dict (the summary rates are recomputed, not read)."""
+        def state(s: dict[str, Any]) -> ProbeState:
+            return ProbeState(tuple(s["pos"]), dict(s["inventory"]), dict(s["achievements"]))
+
+        calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
+                                   "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ()))})
+                      for c in data["calls"])
+        return cls(data["macro"], data["goal"], calls, dict(data["outcomes"]), tuple(data.get("setup", ())))
+
 
 class _Trace(gymnasium.Wrapper):
     """The env as `run_macro` sees it, recording the last actions (with what the player faced)."""

@@ -21,12 +21,12 @@ from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
 from sample_factory.utils.attr_dict import AttrDict
 
-from rlgpt import rundir
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.errors import RlgptError
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
+from rlgpt.run import layout, rundir
 from rlgpt.tracking import log_scalars, read_curve
 
 TRACE_STEPS = 8
@@ -70,9 +70,9 @@ class EvalError(RlgptError, RuntimeError):
 
 def load_sf_config(run_dir: Path) -> AttrDict:
     """The Sample Factory config a run was trained with."""
-    path = run_dir / rundir.SF_CONFIG
+    path = run_dir / layout.SF_CONFIG
     if not path.is_file():
-        raise EvalError(f"{str(run_dir)!r} is not a training run directory (no {rundir.SF_CONFIG})")
+        raise EvalError(f"{str(run_dir)!r} is not a training run directory (no {layout.SF_CONFIG})")
     return AttrDict(json.loads(path.read_text()))
 
 
@@ -157,10 +157,10 @@ def evaluate(
         traces=traces,
     )
     if write:
-        out_dir = run_dir / rundir.EVAL_DIR
+        out_dir = run_dir / layout.EVAL_DIR
         out_dir.mkdir(exist_ok=True)
-        rundir.write_json(out_dir / rundir.EVAL_JSON, asdict(report))
-        plot_eval(report, out_dir / rundir.EVAL_PNG)
+        rundir.write_json(out_dir / layout.EVAL_JSON, asdict(report))
+        plot_eval(report, out_dir / layout.EVAL_PNG)
         scalars = {
             "eval/success_rate": report.success_rate,
             "eval/mean_return": report.mean_return,
@@ -249,7 +249,7 @@ def plot_learning_curves(run_dir: str | Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    path = run_dir / rundir.METRICS_CSV
+    path = run_dir / layout.METRICS_CSV
     rows = read_curve(path) if path.exists() else []
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     plotted = False
@@ -267,7 +267,7 @@ def plot_learning_curves(run_dir: str | Path) -> Path | None:
         return None
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    out = run_dir / rundir.LEARNING_CURVES_PNG
+    out = run_dir / layout.LEARNING_CURVES_PNG
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out

@@ -14,7 +14,6 @@ import numpy as np
 from sample_factory.algo.runners.runner import AlgoObserver
 from sample_factory.train import make_runner
 
-from rlgpt import rundir
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.files import load_macro_file
@@ -26,6 +25,7 @@ from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
 from rlgpt.rl.worker_boot import boot_trainer
 from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
+from rlgpt.run import layout, rundir
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -153,14 +153,14 @@ def train(
     sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv, setup)
 
     run_dir = rundir.prepare_run_dir(run_dir)
-    rundir.write_yaml(run_dir / rundir.RLGPT_CONFIG, to_dict(cfg))
+    rundir.write_yaml(run_dir / layout.RLGPT_CONFIG, to_dict(cfg))
     remove_partial_checkpoints(run_dir)
     clear_markers(run_dir)
     if cfg.wandb:
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_DIR", str(run_dir))
 
-    metrics = MetricsLog(run_dir / rundir.METRICS_CSV)
+    metrics = MetricsLog(run_dir / layout.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
     observer = _make_observer(metrics, progress, stop_at_success)
     t0 = time.time()

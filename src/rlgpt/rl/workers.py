@@ -44,8 +44,8 @@ from typing import Any
 import gymnasium as gym
 from signal_slot.signal_slot import EventLoopObject, Timer
 
-from rlgpt import rundir
 from rlgpt.errors import RlgptError
+from rlgpt.run import layout
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1
@@ -99,7 +99,7 @@ def set_memory_limit(headroom_mb: int) -> int | None:
 
 def markers_dir(run_dir: str | os.PathLike) -> Path:
     """Where the env workers of a run keep their markers."""
-    return Path(run_dir) / rundir.WORKER_MARKERS
+    return Path(run_dir) / layout.WORKER_MARKERS
 
 
 def clear_markers(run_dir: str | os.PathLike) -> None:

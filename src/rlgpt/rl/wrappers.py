@@ -2,7 +2,7 @@
 and episode statistics both backends share.
 
 `wrap_task_env` applies them in their one order; `rlgpt.rl.sf_env` builds the task env and calls it for
-Sample Factory, `rlgpt.skills` for a skill chained into another episode.
+Sample Factory, `rlgpt.run.skills` for a skill chained into another episode.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def is_hwc_image(space: gym.Space) -> bool:
 
 def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
     """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
-    also used to run a trained policy on another env (`rlgpt.skills` chains skills in one episode)."""
+    also used to run a trained policy on another env (`rlgpt.run.skills` chains skills in one episode)."""
     # getattr: configs of runs trained before these flags existed lack them.
     reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
     if is_hwc_image(env.observation_space):

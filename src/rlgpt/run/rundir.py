@@ -1,30 +1,20 @@
-"""Run-directory layout and crash-safe writes.
-
-A run directory is Sample Factory's experiment directory (``checkpoint_p0/``, ``config.json``,
-``.summary/``) plus rlgpt's own files, listed here so every module agrees on the names.
-"""
+"""Run directories: creating one, locking it, and crash-safe writes (the file names are in
+`rlgpt.run.layout`)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rlgpt.errors import RlgptError
-
-RLGPT_CONFIG = "rlgpt.yaml"
-METRICS_CSV = "metrics.csv"
-LEARNING_CURVES_PNG = "learning_curves.png"
-EVAL_DIR = "eval"
-EVAL_JSON = "eval.json"
-EVAL_PNG = "eval_success.png"
-SF_CONFIG = "config.json"
-WORKER_MARKERS = ".workers"
-"""Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
 
 
 class RunDirError(RlgptError, OSError):
@@ -41,6 +31,33 @@ def prepare_run_dir(path: str | os.PathLike) -> Path:
     except OSError as e:
         raise RunDirError(f"run dir {str(path)!r} is not writable: {e.strerror or e}") from None
     return path
+
+
+@contextmanager
+def locked_run_dir(path: Path, lock_name: str) -> Iterator[None]:
+    """Hold ``path/lock_name`` (an exclusive fcntl lock, held by the open file) for the whole block, or
+    raise RunDirError at once when another process holds it: two runs writing one directory would tear
+    each other's steps. The kernel drops the lock when the holder dies, SIGKILL included, so a killed run
+    never leaves a stale lock behind."""
+    lock_path = Path(path) / lock_name
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise RunDirError(f"run dir {str(path)!r} is in use by {holder}; wait for it to end or use "
+                              "another --run-dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"rlgpt pid {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def current_umask() -> int:

@@ -10,61 +10,32 @@ file exists is read instead of run (`step`). That is the whole resume story: a r
 (SIGKILL included) continues from its last completed step with the same command, and the response cache
 (``RUN/llm_cache``) answers the LLM calls of a step that was cut short.
 
-Layout of ``RUN/``::
-
-    iter_000/slow.json       the decomposition in effect (``new``: asked this iteration, with its prompt)
-    iter_000/fast.json       the fast agent's reply, every macro candidate with its attempts and probe
-    iter_000/macros.yaml     the kept macros;  reward.py: the dense reward;  probes.json: kept macros' probes
-    iter_000/train/          an `rlgpt train` run directory (job.json, checkpoints, metrics.csv, eval/)
-    iter_000/eval.json       the training's outcome and its evaluation
-    iter_000/critic.json     the critic's feedback and prompt (``by: threshold``: success reached it)
-    llm_cache/               every request (prompt) and reply, one JSON file each
-    summary.json             the result record: best iteration, success, budget used
+The files of ``RUN/`` are listed in `rlgpt.run.layout`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rlgpt import rundir
 from rlgpt.agents.critic import Critic
-from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.fast import FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Feedback, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
-from rlgpt.executor import Executor, TrainJob
 from rlgpt.macro.code_skills import code_skills
-from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.prefix import save_pool
-from rlgpt.macro.probe import ProbeCall, ProbeReport, ProbeState
-from rlgpt.skills import Skill, SkillLibrary, chain_start_pool, run_chain
+from rlgpt.macro.probe import ProbeReport
+from rlgpt.run import layout, rundir
+from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.records import job_record, result_record, step
+from rlgpt.run.skills import Skill, SkillLibrary, chain_start_pool, run_chain
 from rlgpt.tracking import LoopProgress
-
-SUMMARY_JSON = "summary.json"
-START_POOL_JSON = "start_pool.json"
-"""A chain subtask's start-state record (``pool`` file, steps played, states reached)."""
-START_POOL_FILE = "start_pool.pkl"
-"""The saved start states themselves (`rlgpt.macro.prefix.save_pool`)."""
-
-
-def step(path: Path, compute: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """The value of one loop step: read from `path` when an earlier run finished it, else
-    ``compute(*args)`` written atomically (the file appears only once the step is complete)."""
-    if path.is_file():
-        return json.loads(path.read_text())
-    value = compute(*args)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rundir.write_json(path, value)
-    # What a resumed run will read (keys sorted, tuples as lists): prompts built from it are then the same
-    # in a fresh and a resumed run, so the response cache answers them.
-    return json.loads(path.read_text())
 
 
 def feedback_text(feedback: dict[str, Any]) -> str:
@@ -72,34 +43,6 @@ def feedback_text(feedback: dict[str, Any]) -> str:
     problems = "; ".join(feedback["problems"]) or "none"
     suggestions = "; ".join(feedback["suggestions"]) or "none"
     return f"Problems: {problems}\nSuggestions: {suggestions}"
-
-
-def probe_from_dict(data: dict[str, Any]) -> ProbeReport:
-    """A `ProbeReport` back from its JSON form (``probes.json``)."""
-    def state(s: dict[str, Any]) -> ProbeState:
-        return ProbeState(tuple(s["pos"]), dict(s["inventory"]), dict(s["achievements"]))
-
-    calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
-                               "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ()))})
-                  for c in data["calls"])
-    return ProbeReport(data["macro"], data["goal"], calls, dict(data["outcomes"]),
-                       tuple(data.get("setup", ())))
-
-
-def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
-    """Why code the fast agent wrote was rejected: each candidate's and the reward's last diagnostics."""
-    lines = []
-    for choice in fast["macros"]:
-        for candidate in choice["candidates"]:
-            if candidate["code"] is None and candidate["attempts"]:
-                for d in candidate["attempts"][-1]["diagnostics"]:
-                    where = f"macro {choice['subaction']} candidate {candidate['index']}"
-                    lines.append(f"{where}: {Diagnostic(**d)}")
-    reward = fast["reward"]
-    if reward["code"] is None and reward["attempts"]:
-        for d in reward["attempts"][-1]["diagnostics"]:
-            lines.append(f"reward (left out of training): {Diagnostic(**d)}")
-    return lines
 
 
 @dataclasses.dataclass
@@ -133,28 +76,30 @@ class Loop:
             decomposition: Decomposition | None = None
             fast_feedback = "none"
             for inner in range(cfg.max_inner):
-                it_dir = run_dir / f"iter_{index:03d}"
+                it_dir = layout.iteration_dir(run_dir, index)
                 self.progress.phase("slow", index, task)
-                slow = step(it_dir / "slow.json", self.slow_step, task, decomposition, slow_feedback)
+                slow = step(it_dir / layout.SLOW_JSON, self.slow_step, task, decomposition, slow_feedback)
                 decomposition = Decomposition.from_dict(slow["decomposition"])
 
                 self.progress.phase("fast", index, task)
                 self.agents.fast.on_phase = lambda phase, i=index: self.progress.phase(phase, i, task)
-                fast = step(it_dir / "fast.json", self.fast_step, it_dir, task, decomposition, fast_feedback)
+                fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
+                            fast_feedback)
                 reply = FastReply.from_dict(fast["reply"])
 
                 self.progress.phase("train", index, task)
-                evaluation = step(it_dir / "eval.json", self.train_step, it_dir, task, reply, per_iteration,
-                                  start_pool)
+                evaluation = step(layout.training_record(it_dir), self.train_step, it_dir, task, reply,
+                                  per_iteration, start_pool)
                 self.progress.used(evaluation["steps"])
 
                 self.progress.phase("critic", index, task)
-                feedback = step(it_dir / "critic.json", self.critic_step, task, index, decomposition, it_dir,
-                                fast, evaluation)
+                feedback = step(it_dir / layout.CRITIC_JSON, self.critic_step, task, index, decomposition,
+                                it_dir, fast, evaluation)
 
                 iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
-                                   "success_rate": evaluation["success_rate"], "steps": evaluation["steps"],
-                                   "macros": [m.name for m in reply.macros], "critic": feedback["target"]})
+                                   "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
+                                   "steps": evaluation["steps"], "macros": [m.name for m in reply.macros],
+                                   "critic": feedback["target"]})
                 index += 1
                 if feedback["target"] == "done":
                     done = True
@@ -185,12 +130,12 @@ class Loop:
         reply = result.reply
         it_dir.mkdir(parents=True, exist_ok=True)
         if reply.macros:
-            rundir.write_yaml(it_dir / "macros.yaml", [{"name": m.name, "description": m.description,
+            rundir.write_yaml(it_dir / layout.MACROS_YAML, [{"name": m.name, "description": m.description,
                                                         "code": m.code} for m in reply.macros])
-        rundir.atomic_write_text(it_dir / "reward.py", reply.reward_code)
+        rundir.atomic_write_text(it_dir / layout.REWARD_PY, reply.reward_code)
         probes = [c.best.probe.to_dict() for c in result.macros
                   if c.best is not None and c.best.probe is not None]
-        rundir.write_json(it_dir / "probes.json", probes)
+        rundir.write_json(it_dir / layout.PROBES_JSON, probes)
         return {"feedback": feedback, **result.to_dict()}
 
     def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int,
@@ -198,12 +143,12 @@ class Loop:
         """Train on the augmented action space with the LLM's reward, observation and horizon (from
         `start_pool`'s states when given); evaluate."""
         train = dataclasses.replace(self.cfg.train, task=task, steps=steps, seed=self.cfg.seed,
-                                    run_dir=str(it_dir / "train"), eval_episodes=0, wandb=False,
+                                    run_dir=str(it_dir / layout.TRAIN_DIR), eval_episodes=0, wandb=False,
                                     env=dataclasses.replace(self.cfg.train.env, episode_length=reply.horizon,
                                                             start_pool=start_pool),
                                     macros=dataclasses.replace(self.cfg.train.macros, file=None))
         if reply.macros:
-            train.macros.file = str(it_dir / "macros.yaml")
+            train.macros.file = str(it_dir / layout.MACROS_YAML)
         job = TrainJob(train, reply.reward_code, reply.observation, self.cfg.eval_episodes,
                        self.cfg.train.env.episode_length)
         return job_record(self.executor.run(job))
@@ -213,7 +158,7 @@ class Loop:
         """Done without asking when the success threshold is reached; otherwise the critic's feedback."""
         if evaluation["success_rate"] >= self.cfg.success_threshold:
             return {"by": "threshold", "target": "done", "problems": [], "suggestions": []}
-        probes = [probe_from_dict(p) for p in json.loads((it_dir / "probes.json").read_text())]
+        probes = [ProbeReport.from_dict(p) for p in json.loads((it_dir / layout.PROBES_JSON).read_text())]
         diagnostics = fast_diagnostics(fast)
         if evaluation["error"]:
             diagnostics.append(f"training failed: {evaluation['error']}")
@@ -229,27 +174,30 @@ class Loop:
         run the loop on it (budget split evenly) and store the result as a skill when it meets the threshold;
         then play the chain in sequence and evaluate it on the final goal."""
         self.progress.phase("plan", 0, task)
-        plan = step(run_dir / "plan.json", lambda: planner.plan(
+        plan = step(run_dir / layout.PLAN_JSON, lambda: planner.plan(
             task, library.describe(self.cfg.skill_threshold)).to_dict())
         subtasks = Plan.from_dict(plan["plan"]).subtasks
         chain, used, parts = [], 0, []
         for i, sub in enumerate(subtasks):
-            sub_dir = run_dir / f"sub_{i:02d}_{sub.name}"
+            sub_dir = layout.subtask_dir(run_dir, i, sub.name)
             starts = {"pool": None, "steps": 0, "reached": 0, "episodes": 0}
             if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
-                starts = step(sub_dir / START_POOL_JSON, self.start_step, chain, sub_dir)
+                starts = step(sub_dir / layout.START_POOL_JSON, self.start_step, chain, sub_dir)
             # The chain's macros so far that reached their goals are callable skills of this subtask's.
             self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
-            choice = step(sub_dir / "skill.json", self.skill_step, sub.name, sub_dir,
+            choice = step(sub_dir / layout.SKILL_CHOICE_JSON, self.skill_step, sub.name, sub_dir,
                           steps // len(subtasks), library, starts["pool"])
-            chain.append(Skill(**choice["skill"]))
+            skill = choice["skill"]
+            if skill is not None:  # a subtask whose every training failed is left out of the chain
+                chain.append(Skill(**skill))
             used += choice["steps"] + starts["steps"]
             parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
-                          "success_rate": choice["skill"]["success_rate"], "steps": choice["steps"],
-                          "prefix_steps": starts["steps"], "start_states": starts["reached"],
-                          "macros": [m["name"] for m in choice["skill"]["macros"]], "critic": ""})
+                          "ok": skill is not None, "success_rate": skill["success_rate"] if skill else 0.0,
+                          "steps": choice["steps"], "prefix_steps": starts["steps"],
+                          "start_states": starts["reached"], "critic": "",
+                          "macros": [m["name"] for m in (skill or {}).get("macros", [])]})
         self.progress.phase("chain", len(subtasks) - 1, task)
-        evaluation = step(run_dir / "chain.json", run_chain, chain, task, self.cfg.eval_episodes,
+        evaluation = step(run_dir / layout.CHAIN_JSON, run_chain, chain, task, self.cfg.eval_episodes,
                           self.cfg.train.env.episode_length, self.cfg.seed)
         return result_record(self.cfg, task, "rlgpt", steps, used, evaluation, parts, best="chain",
                              plan=[s.name for s in subtasks])
@@ -263,8 +211,8 @@ class Loop:
         pool = None
         if found["states"]:
             sub_dir.mkdir(parents=True, exist_ok=True)
-            save_pool(sub_dir / START_POOL_FILE, found["states"])
-            pool = str(sub_dir / START_POOL_FILE)
+            save_pool(sub_dir / layout.START_POOL_FILE, found["states"])
+            pool = str(sub_dir / layout.START_POOL_FILE)
         return {"pool": pool, "steps": found["steps"], "reached": found["reached"],
                 "episodes": found["episodes"]}
 
@@ -275,55 +223,46 @@ class Loop:
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "skill": dataclasses.asdict(found)}
-        summary = step(sub_dir / SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool)
+        summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool)
+        if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
+            return {"source": "trained, failed", "steps": summary["steps_used"], "skill": None}
         best_dir = sub_dir / summary["best"]
         macros = measured_macros(best_dir)
         provenance = {"run_dir": str(sub_dir), "iteration": summary["best"],
                       "model_id": getattr(self.agents.fast.client, "model_id", "")}
         if summary["success_rate"] >= self.cfg.skill_threshold:
             skill = library.add(task, summary["success_rate"], summary["steps_used"], provenance,
-                                best_dir / "train", macros)
+                                best_dir / layout.TRAIN_DIR, macros)
             source = "trained, stored"
         else:  # not good enough for the library, but the chain still tries it
             skill = Skill(task, summary["success_rate"], summary["steps_used"], provenance, macros,
-                          path=str(best_dir), policy="train")
+                          path=str(best_dir), policy=layout.TRAIN_DIR)
             source = "trained, below threshold"
         return {"source": source, "steps": summary["steps_used"], "skill": dataclasses.asdict(skill)}
 
     def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]]) -> dict:
-        """The result record: the best iteration (highest success, then fewest steps) and the budget used."""
-        best = max(iterations, key=lambda it: (it["success_rate"], -it["index"]))
-        report = json.loads((run_dir / best["dir"] / "eval.json").read_text())["report"] or {}
-        return result_record(self.cfg, task, "rlgpt", steps, sum(it["steps"] for it in iterations),
-                             report, iterations, best=best["dir"],
-                             checkpoint=str(run_dir / best["dir"] / "train"))
+        """The result record: the best iteration (highest success, then the earliest) among those whose
+        training and evaluation finished (None when none did), and the budget used by all of them."""
+        finished = [it for it in iterations if it.get("ok", True)]
+        best = max(finished, key=lambda it: (it["success_rate"], -it["index"]), default=None)
+        used = sum(it["steps"] for it in iterations)
+        if best is None:
+            return result_record(self.cfg, task, "rlgpt", steps, used, {}, iterations, best=None,
+                                 checkpoint=None)
+        best_dir = run_dir / best["dir"]
+        report = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
+        return result_record(self.cfg, task, "rlgpt", steps, used, report, iterations, best=best["dir"],
+                             checkpoint=str(best_dir / layout.TRAIN_DIR))
 
 
 def measured_macros(it_dir: Path) -> list[dict[str, Any]]:
     """An iteration's trained macros (``macros.yaml``) with the goal and goal rate their probes measured
     (``probes.json``): what a skill stores so that later macros can call them."""
-    macros_file = it_dir / "macros.yaml"
+    macros_file = it_dir / layout.MACROS_YAML
     macros = yaml.safe_load(macros_file.read_text()) if macros_file.is_file() else []
-    probes_file = it_dir / "probes.json"
+    probes_file = it_dir / layout.PROBES_JSON
     probes = {p["macro"]: p for p in json.loads(probes_file.read_text())} if probes_file.is_file() else {}
     for m in macros:
         probe = probes.get(m["name"], {})
         m["goal"], m["goal_rate"] = probe.get("goal") or "", probe.get("goal_rate")
     return macros
-
-
-def job_record(result: Any) -> dict[str, Any]:
-    """``eval.json``: a `JobResult` with the evaluation's success at the top (0 when the job failed)."""
-    report = result.eval
-    return {"ok": result.ok, "error": result.error, "steps": result.steps, "wall_time_s": result.wall_time_s,
-            "success_rate": report["success_rate"] if report else 0.0, "report": report,
-            "run_dir": result.run_dir}
-
-
-def result_record(cfg: RunConfig, task: str, mode: str, budget: int, used: int, report: dict[str, Any],
-                  iterations: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    """The record every mode writes as ``summary.json`` (what `rlgpt report` reads)."""
-    return {"task": task, "mode": mode, "seed": cfg.seed, "steps_budget": budget, "steps_used": used,
-            "success_rate": float(report.get("success_rate", 0.0)),
-            "achievement_success": report.get("achievement_success", {}),
-            "eval_episodes": report.get("episodes", 0), "iterations": iterations, **extra}

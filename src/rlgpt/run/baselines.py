@@ -1,8 +1,8 @@
 """The baselines of `rlgpt run`: ``--mode ppo`` (one training on the whole budget, no LLM) and
 ``--mode code`` (the LLM writes the whole policy as one macro; played with no RL).
 
-Both write the same ``summary.json`` record as the loop (`rlgpt.loop.result_record`), their steps counted
-as primitive (game) steps alike, so `rlgpt report` puts them side by side.
+Both write the same ``summary.json`` record as the loop (`rlgpt.run.records.result_record`), their steps
+counted as primitive (game) steps alike, so `rlgpt report` puts them side by side.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-from rlgpt.executor import Executor, TrainJob
-from rlgpt.loop import job_record, result_record, step
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
 from rlgpt.rl.wrappers import EpisodeStats
+from rlgpt.run import layout
+from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.records import job_record, result_record, step
 from rlgpt.tracking import LoopProgress
 
 POLICY_MACRO = "policy"
@@ -35,14 +36,18 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
     """Plain PPO on the task's reward, primitives only, the whole budget in one training."""
     progress.phase("train", 0, cfg.task)
     train = dataclasses.replace(cfg.train, task=cfg.task, steps=cfg.steps, seed=cfg.seed,
-                                run_dir=str(run_dir / "ppo" / "train"), eval_episodes=0, wandb=False)
+                                run_dir=str(run_dir / layout.PPO_DIR / layout.TRAIN_DIR), eval_episodes=0,
+                                wandb=False)
+    trained = run_dir / layout.PPO_DIR / layout.TRAIN_DIR
     job = TrainJob(train, eval_episodes=cfg.eval_episodes)
-    evaluation = step(run_dir / "ppo" / "eval.json", lambda: job_record(executor.run(job)))
+    evaluation = step(layout.training_record(run_dir / layout.PPO_DIR), lambda: job_record(executor.run(job)))
     progress.used(evaluation["steps"])
-    iterations = [{"index": 0, "dir": "ppo", "success_rate": evaluation["success_rate"],
-                   "steps": evaluation["steps"], "macros": [], "critic": ""}]
+    iterations = [{"index": 0, "dir": layout.PPO_DIR, "ok": evaluation["ok"],
+                   "success_rate": evaluation["success_rate"], "steps": evaluation["steps"],
+                   "macros": [], "critic": ""}]
     return result_record(cfg, cfg.task, "ppo", cfg.steps, evaluation["steps"], evaluation["report"] or {},
-                         iterations, best="ppo", checkpoint=str(run_dir / "ppo" / "train"),
+                         iterations, best=layout.PPO_DIR if evaluation["ok"] else None,  # never a failed job
+                         checkpoint=str(trained) if evaluation["ok"] else None,
                          error=evaluation["error"])
 
 
@@ -51,19 +56,21 @@ def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgr
     called again and again until each evaluation episode ends; no RL."""
     sub = policy_subaction(cfg.task)
     progress.phase("fast", 0, cfg.task)
-    code_dir = run_dir / "code"
+    code_dir = run_dir / layout.CODE_DIR
 
     def write() -> dict[str, Any]:
         choice = fast.write_macro(cfg.task, sub)
         return {"source": None if choice.source is None else choice.source.code, **choice.to_dict()}
 
-    written = step(code_dir / "fast.json", write)
+    written = step(code_dir / layout.FAST_JSON, write)
     progress.phase("eval", 0, cfg.task)
-    evaluation = step(code_dir / "eval.json", play_macro_policy, cfg, written["source"])
-    iterations = [{"index": 0, "dir": "code", "success_rate": evaluation["success_rate"],
-                   "steps": 0, "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
+    evaluation = step(layout.training_record(code_dir), play_macro_policy, cfg, written["source"])
+    iterations = [{"index": 0, "dir": layout.CODE_DIR, "ok": evaluation["ok"],
+                   "success_rate": evaluation["success_rate"], "steps": 0,
+                   "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
     return result_record(cfg, cfg.task, "code", cfg.steps, 0, evaluation["report"] or {}, iterations,
-                         best="code", played_steps=evaluation["played_steps"], error=evaluation["error"])
+                         best=layout.CODE_DIR, played_steps=evaluation["played_steps"],
+                         error=evaluation["error"])
 
 
 def policy_subaction(task: str) -> SubAction:

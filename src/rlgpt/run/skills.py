@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections import deque
@@ -30,10 +31,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rlgpt import rundir
-
-SKILL_JSON = "skill.json"
-POLICY_DIR = "policy"
+from rlgpt.run import layout, rundir
 
 
 def default_skills_dir() -> Path:
@@ -57,7 +55,7 @@ class Skill:
     """Macros of its action space (``name``, ``description``, ``code``)."""
     path: str = ""
     """The entry's directory (set when read from the library)."""
-    policy: str = POLICY_DIR
+    policy: str = layout.POLICY_DIR
     """The training run (Sample Factory config + checkpoint), relative to `path` or absolute."""
 
     @property
@@ -80,7 +78,7 @@ class SkillLibrary:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self.root / ".lock", "a") as f:
+        with open(self.root / layout.LIBRARY_LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield
@@ -96,26 +94,44 @@ class SkillLibrary:
         entry_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         with self._locked():
             staging = self.root / task / f".{entry_id}.tmp"
-            policy = staging / POLICY_DIR
+            policy = staging / layout.POLICY_DIR
             (policy / checkpoint.parent.name).mkdir(parents=True)
-            shutil.copy2(Path(train_dir) / rundir.SF_CONFIG, policy / rundir.SF_CONFIG)
+            shutil.copy2(Path(train_dir) / layout.SF_CONFIG, policy / layout.SF_CONFIG)
             shutil.copy2(checkpoint, policy / checkpoint.parent.name / checkpoint.name)
             skill = Skill(task, float(success_rate), int(steps), {**provenance, "created": time.time()},
                           [dict(m) for m in macros])
-            rundir.write_json(staging / SKILL_JSON, asdict(skill))
+            rundir.write_json(staging / layout.SKILL_JSON, asdict(skill))
             final = self.root / task / entry_id
             os.replace(staging, final)  # the entry appears complete or not at all
         skill.path = str(final)
         return skill
 
     def entries(self, task: str | None = None) -> list[Skill]:
-        """Every complete entry (of `task`, when given)."""
+        """Every complete entry (of `task`, when given). Entries being written (staging directories) are
+        skipped; a corrupt one (unreadable or invalid ``skill.json``, its policy's config or checkpoint
+        missing) is skipped with a warning on stderr, so one bad entry never ends a run that shares the
+        library."""
+        from rlgpt.rl.checkpoint import CheckpointError, latest_checkpoint
+
         skills = []
-        pattern = f"{task}/*/{SKILL_JSON}" if task else f"*/*/{SKILL_JSON}"
+        pattern = f"{task}/*/{layout.SKILL_JSON}" if task else f"*/*/{layout.SKILL_JSON}"
         for path in sorted(self.root.glob(pattern)):
-            data = json.loads(path.read_text())
-            data["path"] = str(path.parent)
-            skills.append(Skill(**data))
+            if path.parent.name.startswith("."):  # an entry being written; it appears by rename
+                continue
+            try:
+                data = json.loads(path.read_text())
+                skill = Skill(**{**data, "path": str(path.parent)})
+                if not isinstance(skill.task, str) or not isinstance(skill.macros, list):
+                    raise TypeError("task or macros of the wrong type")
+                skill.success_rate, skill.steps = float(skill.success_rate), int(skill.steps)
+                if not (skill.policy_dir / layout.SF_CONFIG).is_file():
+                    raise FileNotFoundError(f"no {layout.SF_CONFIG} in {skill.policy_dir}")
+                latest_checkpoint(skill.policy_dir)
+            except (OSError, ValueError, TypeError, CheckpointError) as e:
+                print(f"rlgpt: warning: skipping skill library entry {str(path.parent)!r}: {e}",
+                      file=sys.stderr)
+                continue
+            skills.append(skill)
         return skills
 
     def best(self, task: str, min_success: float = 0.0) -> Skill | None:

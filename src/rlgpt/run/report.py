@@ -8,13 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlgpt import rundir
 from rlgpt.errors import RlgptError
+from rlgpt.run import layout, rundir
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
-TABLE_MD = "results.md"
-TABLE_PNG = "results.png"
-CURVES_PNG = "iterations.png"
 
 
 class ReportError(RlgptError, ValueError):
@@ -25,7 +22,7 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     """The ``summary.json`` of each run directory."""
     out = []
     for d in run_dirs:
-        path = Path(d) / "summary.json"
+        path = Path(d) / layout.SUMMARY_JSON
         if not path.is_file():
             raise ReportError(f"{str(d)!r} holds no summary.json (not a finished `rlgpt run` directory)")
         out.append(json.loads(path.read_text()))
@@ -68,7 +65,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[st
     out = rundir.prepare_run_dir(out_dir)
     tasks, modes, cells = _cells(summaries)
     markdown = result_table(summaries)
-    rundir.atomic_write_text(out / TABLE_MD, "# Success per task per mode\n\n" + markdown + "\n")
+    rundir.atomic_write_text(out / layout.TABLE_MD, "# Success per task per mode\n\n" + markdown + "\n")
 
     fig, ax = plt.subplots(figsize=(2.2 + 2.2 * len(modes), 0.8 + 0.45 * len(tasks)))
     ax.axis("off")
@@ -77,7 +74,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[st
     table.scale(1, 1.4)
     ax.set_title("success rate (primitive RL steps used)")
     fig.tight_layout()
-    fig.savefig(out / TABLE_PNG, dpi=100)
+    fig.savefig(out / layout.TABLE_PNG, dpi=100)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -91,6 +88,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[st
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / CURVES_PNG, dpi=100)
+    fig.savefig(out / layout.CURVES_PNG, dpi=100)
     plt.close(fig)
-    return {"markdown": out / TABLE_MD, "table": out / TABLE_PNG, "curves": out / CURVES_PNG}
+    return {"markdown": out / layout.TABLE_MD, "table": out / layout.TABLE_PNG,
+            "curves": out / layout.CURVES_PNG}

@@ -1,0 +1,40 @@
+"""LLM accounting the agents' client adds on top of `LLMClient`'s own metrics: schema retries per role."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rlgpt.llm.client import LLMClient
+
+
+class AccountedClient:
+    """The agents' view of an `LLMClient` that also counts schema retries per role
+    (``llm/<role>/schema_retries``): each answer a `structured` call needed beyond its first."""
+
+    def __init__(self, inner: LLMClient) -> None:
+        self.inner = inner
+        self.schema_retries: dict[str, int] = defaultdict(int)
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def _answers(self) -> int:
+        return sum(u.calls for u in self.inner.usage.values()) + self.inner.cache_hits
+
+    def chat(self, role: str, messages: list, **kwargs: Any):
+        return self.inner.chat(role, messages, **kwargs)
+
+    def structured(self, role: str, messages: list, schema: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        before = self._answers()
+        try:
+            return self.inner.structured(role, messages, schema, **kwargs)
+        finally:
+            self.schema_retries[role] += max(self._answers() - before - 1, 0)
+
+    def metrics(self) -> dict[str, float]:
+        """The client's ``llm/*`` metrics plus schema retries per role."""
+        out = self.inner.metrics()
+        out.update({f"llm/{role}/schema_retries": float(n) for role, n in self.schema_retries.items()})
+        return out

@@ -1,0 +1,224 @@
+"""Trainings go through one interface: a job (config in) -> a run directory and a result (out).
+
+`LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample Factory
+training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
+not a dead loop; the child dies with the loop (SIGKILL included). A failed attempt is run again (up to
+``RunConfig.job_attempts``), resuming its training from the newest checkpoint, or only evaluating again when
+the training had finished; every attempt is listed in ``attempts.json`` and its steps count. A cluster
+backend implements `Executor.run` the same way (ship ``job.json``, run this module there, read
+``result.json`` back) without touching the loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rlgpt.config import EnvSetup, TrainConfig, to_dict, train_config_from_dict
+from rlgpt.procs import die_with_parent
+from rlgpt.run import layout, rundir
+from rlgpt.tracking import spent_steps
+
+
+@dataclass
+class TrainJob:
+    """One training + evaluation."""
+
+    config: TrainConfig
+    """The training (its ``run_dir`` is where everything goes; ``steps`` counts primitive steps)."""
+    reward_code: str = ""
+    """Source of the dense reward ``def reward(game, prev)`` ("" = the task's reward only)."""
+    observation: tuple[str, ...] = ()
+    """Observation parts the policy sees (empty = all)."""
+    eval_episodes: int = 20
+    """Evaluation episodes after training."""
+    eval_episode_length: int | None = None
+    """Episode limit of the evaluation (None = the training's)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``job.json``)."""
+        return {"config": to_dict(self.config), "reward_code": self.reward_code,
+                "observation": list(self.observation), "eval_episodes": self.eval_episodes,
+                "eval_episode_length": self.eval_episode_length}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainJob:
+        """Inverse of to_dict."""
+        return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
+                   int(data["eval_episodes"]), data["eval_episode_length"])
+
+    def env_setup(self) -> EnvSetup:
+        """The training's env beyond the TrainConfig: the LLM's reward and observation."""
+        return EnvSetup(self.reward_code, self.observation)
+
+
+@dataclass
+class JobResult:
+    """What a job produced."""
+
+    run_dir: str
+    """The training's run directory."""
+    ok: bool
+    """Training and evaluation finished."""
+    steps: int = 0
+    """Primitive steps trained."""
+    wall_time_s: float = 0.0
+    """Wall time of the job (this attempt)."""
+    eval: dict[str, Any] | None = None
+    """The evaluation (`rlgpt.rl.evaluate.EvalReport` as a dict); None when the job failed."""
+    error: str = ""
+    """Why the job failed ("" when ok)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific details (e.g. the exit status)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``result.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        """Inverse of to_dict."""
+        return cls(**data)
+
+
+class Executor(Protocol):
+    """Runs training jobs; blocking, one at a time (the loop's iterations depend on each other)."""
+
+    def run(self, job: TrainJob) -> JobResult:
+        """Run `job` to completion (resuming its run directory if it holds an earlier attempt)."""
+        ...
+
+
+class LocalExecutor:
+    """Runs each job in a child Python process on this machine; a failed attempt is run again (up to
+    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat."""
+
+    def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
+        self.python = python
+        self.attempts = attempts
+        self.process: subprocess.Popen | None = None
+        """The running attempt's child (None between attempts)."""
+
+    def run(self, job: TrainJob) -> JobResult:
+        run_dir = rundir.prepare_run_dir(job.config.resolved_run_dir()).resolve()
+        job.config.run_dir = str(run_dir)
+        rundir.write_json(run_dir / layout.JOB_JSON, job.to_dict())
+        history = read_attempts(run_dir)
+        for _ in range(self.attempts):
+            result = self._attempt(run_dir)
+            history.append({"ok": result.ok, "error": result.error, "wall_time_s": result.wall_time_s,
+                            "spent_steps": spent_steps(run_dir / layout.METRICS_CSV), **result.extra})
+            rundir.write_json(run_dir / layout.ATTEMPTS_JSON, history)
+            if result.ok or not result.extra.get("retryable", True):
+                break
+        # Every session of the run directory counts, a failed job's and earlier attempts' included.
+        result.steps = max(result.steps, spent_steps(run_dir / layout.METRICS_CSV, result.steps))
+        result.extra["attempts"] = len(history)
+        return result
+
+    def _attempt(self, run_dir: Path) -> JobResult:
+        (run_dir / layout.RESULT_JSON).unlink(missing_ok=True)
+        t0 = time.time()
+        argv = [self.python, "-m", "rlgpt.run.executor", str(run_dir / layout.JOB_JSON)]
+        self.process = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        try:
+            returncode = self.process.wait()
+        finally:
+            self.process = None
+        result_path = run_dir / layout.RESULT_JSON
+        if result_path.is_file():
+            return JobResult.from_dict(json.loads(result_path.read_text()))
+        if returncode in (-signal.SIGINT, 130):
+            raise KeyboardInterrupt
+        return JobResult(str(run_dir), False, wall_time_s=time.time() - t0,
+                         error=f"training process exited with status {returncode} without a result; "
+                               f"see {run_dir / layout.SF_LOG}", extra={"returncode": returncode})
+
+
+def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
+    """The executor's earlier attempts in `run_dir` (``attempts.json``; [] when none or unreadable)."""
+    try:
+        found = json.loads((run_dir / layout.ATTEMPTS_JSON).read_text())
+    except (OSError, ValueError):
+        return []
+    return found if isinstance(found, list) else []
+
+
+def run_job(job: TrainJob) -> JobResult:
+    """Train and evaluate in this process (what the child of `LocalExecutor` does). A run directory whose
+    training already finished (``trained.json`` for the same steps) is only evaluated."""
+    from sample_factory.algo.utils.misc import ExperimentStatus
+
+    from rlgpt.errors import ConfigError
+    from rlgpt.macro.reward import compile_reward
+    from rlgpt.rl.evaluate import evaluate, plot_learning_curves
+    from rlgpt.rl.train import train
+
+    t0 = time.time()
+    run_dir = job.config.resolved_run_dir()
+    try:
+        if job.reward_code:
+            compile_reward(job.reward_code)  # a bad reward is one error here, not a crash in every worker
+    except Exception as exc:  # the same code fails the same way again: not worth another attempt
+        return JobResult(str(run_dir), False, error=f"{type(exc).__name__}: {exc}",
+                         extra={"retryable": False})
+    trained = _finished_training(run_dir, job.config.steps)
+    if trained is None:
+        try:
+            result = train(job.config, setup=job.env_setup())
+        except ConfigError as exc:
+            return JobResult(str(run_dir), False, error=f"{type(exc).__name__}: {exc}",
+                             extra={"retryable": False})
+        if result.status == ExperimentStatus.INTERRUPTED:
+            raise KeyboardInterrupt
+        if result.status != ExperimentStatus.SUCCESS:
+            return JobResult(str(result.run_dir), False, result.env_steps, time.time() - t0,
+                             error=f"Sample Factory status {result.status}; see {run_dir / layout.SF_LOG}",
+                             extra={"status": int(result.status)})
+        trained = {"steps": job.config.steps, "env_steps": result.env_steps}
+        rundir.write_json(run_dir / layout.TRAINED_JSON, trained)
+        plot_learning_curves(run_dir)
+    report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
+                      seed=job.config.seed)
+    return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0,
+                     dataclasses.asdict(report))
+
+
+def _finished_training(run_dir: Path, steps: int) -> dict[str, Any] | None:
+    """``trained.json`` when an earlier attempt finished training `steps` steps in `run_dir`, else None."""
+    try:
+        found = json.loads((run_dir / layout.TRAINED_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and found.get("steps") == steps else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlgpt.run.executor JOB.json``: run the job, write ``result.json`` beside it."""
+    argv = sys.argv[1:] if argv is None else argv
+    job_path = Path(argv[0])
+    job = TrainJob.from_dict(json.loads(job_path.read_text()))
+    try:
+        result = run_job(job)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # any failure of the job is a result the loop can report, not a lost run
+        import traceback
+
+        traceback.print_exc()
+        result = JobResult(str(job_path.parent), False, error=f"{type(exc).__name__}: {exc}")
+    rundir.write_json(job_path.parent / layout.RESULT_JSON, result.to_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

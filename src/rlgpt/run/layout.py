@@ -1,0 +1,113 @@
+"""Every file name of rlgpt's directories, in one place so that every module agrees on them.
+
+A run directory of ``rlgpt run`` (``RUN/``)::
+
+    run.yaml                 the run's config (`RunConfig`)
+    .lock                    held (flock) by the process running it: one run per directory at a time
+    phases.jsonl             one line per finished phase with its wall time
+    llm_cache/               every request (prompt) and reply, one JSON file each
+    summary.json             the result record: best iteration, success, budget used
+    wandb_id.txt             the W&B run id a resumed run continues
+    iter_000/slow.json       the decomposition in effect
+    iter_000/fast.json       the fast agent's reply, every macro candidate with its attempts and probe
+    iter_000/macros.yaml     the kept macros;  reward.py: the dense reward;  probes.json: kept macros' probes
+    iter_000/train/          a training run directory (below)
+    iter_000/training.json   the training's outcome and its evaluation (was ``eval.json``; still read)
+    iter_000/critic.json     the critic's feedback and prompt
+    plan.json                the planner's chain of subtasks (long-horizon tasks)
+    sub_00_<task>/           a subtask: skill.json (the skill chosen) and, when trained, a loop's files;
+                             start_pool.json + start_pool.pkl: the states its earlier links reach
+    chain.json               the chain played in one episode and its evaluation
+    ppo/, code/              the baselines' one iteration (train/, training.json; fast.json)
+
+A training run directory (``rlgpt train``, ``iter_N/train/``) is Sample Factory's experiment directory
+(``checkpoint_p0/``, ``config.json``, ``.summary/``) plus ``rlgpt.yaml``, ``metrics.csv``,
+``learning_curves.png``, ``eval/eval.json`` + ``eval/eval_success.png`` (`rlgpt eval`), and, when the
+executor runs it, ``job.json``, ``result.json``, ``trained.json`` and ``attempts.json``.
+
+A skill library (`rlgpt.run.skills`)::
+
+    <task>/<entry id>/skill.json     task, success_rate, steps, provenance, macros
+    <task>/<entry id>/policy/        config.json + the newest checkpoint of the training
+    <task>/.<entry id>.tmp/          an entry being written (readers skip it)
+    .lock                            writers hold it (flock) while adding
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# -- a run directory (`rlgpt run`) ------------------------------------------------------------------
+RUN_YAML = "run.yaml"
+RUN_LOCK = ".lock"
+"""Held (fcntl) by the process running the directory; a second `rlgpt run` on it fails at once."""
+PHASES_JSONL = "phases.jsonl"
+"""One line per finished phase: task, iteration, phase and its wall time (`LoopProgress`)."""
+LLM_CACHE = "llm_cache"
+SUMMARY_JSON = "summary.json"
+WANDB_ID = "wandb_id.txt"
+SLOW_JSON = "slow.json"
+FAST_JSON = "fast.json"
+MACROS_YAML = "macros.yaml"
+REWARD_PY = "reward.py"
+PROBES_JSON = "probes.json"
+TRAIN_DIR = "train"
+TRAINING_JSON = "training.json"
+"""An iteration's training outcome and evaluation (`rlgpt.run.records.job_record`)."""
+LEGACY_TRAINING_JSON = "eval.json"
+"""What `TRAINING_JSON` was called before; read (never written) so older run directories resume."""
+CRITIC_JSON = "critic.json"
+PLAN_JSON = "plan.json"
+CHAIN_JSON = "chain.json"
+SKILL_CHOICE_JSON = "skill.json"
+"""A planner subtask's chosen skill (where it came from, the steps it cost)."""
+START_POOL_JSON = "start_pool.json"
+"""A chain subtask's start-state record (``pool`` file, steps played, states reached)."""
+START_POOL_FILE = "start_pool.pkl"
+"""The saved start states themselves (`rlgpt.macro.prefix.save_pool`)."""
+PPO_DIR = "ppo"
+CODE_DIR = "code"
+TABLE_MD = "results.md"
+TABLE_PNG = "results.png"
+CURVES_PNG = "iterations.png"
+
+# -- a training run directory (`rlgpt train`, ``iter_N/train/``) -------------------------------------------
+RLGPT_CONFIG = "rlgpt.yaml"
+SF_CONFIG = "config.json"
+METRICS_CSV = "metrics.csv"
+LEARNING_CURVES_PNG = "learning_curves.png"
+SF_LOG = "sf_log.txt"
+EVAL_DIR = "eval"
+EVAL_JSON = "eval.json"
+"""`rlgpt eval`'s report, inside `EVAL_DIR` (not an iteration's `TRAINING_JSON`)."""
+EVAL_PNG = "eval_success.png"
+WORKER_MARKERS = ".workers"
+"""Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
+JOB_JSON = "job.json"
+RESULT_JSON = "result.json"
+TRAINED_JSON = "trained.json"
+"""Written once a job's training finished: an attempt after an evaluation crash only evaluates again."""
+ATTEMPTS_JSON = "attempts.json"
+"""The executor's earlier attempts of a job (each failed child: its error and the steps it trained)."""
+
+# -- a skill library ------------------------------------------------------------------------------------
+SKILL_JSON = "skill.json"
+POLICY_DIR = "policy"
+LIBRARY_LOCK = ".lock"
+
+
+def iteration_dir(run_dir: Path, index: int) -> Path:
+    """The directory of the loop's iteration `index`."""
+    return run_dir / f"iter_{index:03d}"
+
+
+def subtask_dir(run_dir: Path, index: int, task: str) -> Path:
+    """The directory of the planner's subtask `index`."""
+    return run_dir / f"sub_{index:02d}_{task}"
+
+
+def training_record(it_dir: Path) -> Path:
+    """An iteration's `TRAINING_JSON`, or its `LEGACY_TRAINING_JSON` when only that one exists."""
+    legacy = it_dir / LEGACY_TRAINING_JSON
+    current = it_dir / TRAINING_JSON
+    return legacy if legacy.is_file() and not current.is_file() else current

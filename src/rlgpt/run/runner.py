@@ -1,0 +1,92 @@
+"""`rlgpt run`: sets up one run (run directory, LLM client, agents, executor, tracking), dispatches on the
+mode (the loop, the planner chain for long-horizon tasks, or a baseline) and writes ``summary.json``."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rlgpt.config import RunConfig
+from rlgpt.llm.accounting import AccountedClient
+from rlgpt.llm.types import Backend
+from rlgpt.run import layout, rundir
+from rlgpt.run.executor import Executor, LocalExecutor
+from rlgpt.tracking import LoopProgress, log_to_wandb
+
+
+def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -> AccountedClient:
+    """The run's LLM client (its response cache: ``llm.cache_dir``, by default in the run directory)."""
+    from rlgpt.llm.config import build_client
+
+    return AccountedClient(build_client(cfg.llm, backend=backend))
+
+
+def uses_planner(cfg: RunConfig) -> bool:
+    """Long-horizon tasks (a prerequisite chain of at least ``planner_min_chain`` achievements) go through
+    the task planner and the skill library."""
+    from rlgpt.agents.envdoc import prerequisite_chain
+
+    return len(prerequisite_chain(cfg.task.split("+"))) >= cfg.planner_min_chain
+
+
+def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | None = None) -> dict[str, Any]:
+    """Run (or resume) ``cfg``'s run to the end and return its summary record (also in ``summary.json``).
+
+    Args:
+        cfg: the run.
+        executor: where trainings run (default: `LocalExecutor`, child processes here).
+        backend: an already loaded LLM backend to use instead of building one from ``cfg.llm``.
+    """
+    from rlgpt.envs.tasks import TaskSpec
+
+    TaskSpec.from_name(cfg.task)
+    run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
+    with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
+        return _run_in(cfg, run_dir, executor, backend)
+
+
+def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor | None,
+            backend: Backend | None) -> dict[str, Any]:
+    """`run` once it holds `run_dir`."""
+    rundir.write_yaml(run_dir / layout.RUN_YAML, dataclasses.asdict(cfg))
+    executor = executor or LocalExecutor(attempts=cfg.job_attempts)
+    progress = LoopProgress(cfg.steps, cfg.iterations if cfg.mode == "rlgpt" else 1,
+                            log_path=run_dir / layout.PHASES_JSONL)
+    client = None
+    if cfg.mode == "ppo":
+        from rlgpt.run.baselines import run_ppo
+
+        summary = run_ppo(cfg, run_dir, executor, progress)
+    else:
+        client = make_client(cfg, run_dir, backend)
+        from rlgpt.agents.fast import FastAgent
+
+        fast = FastAgent(client, cfg.agents)  # type: ignore[arg-type]
+        if cfg.mode == "code":
+            from rlgpt.run.baselines import run_code
+
+            summary = run_code(cfg, run_dir, fast, progress)
+        else:
+            from rlgpt.agents.critic import Critic
+            from rlgpt.agents.slow import SlowAgent
+            from rlgpt.run.loop import Agents, Loop
+
+            agents = Agents(SlowAgent(client, cfg.agents), fast, Critic(client, cfg.agents))  # type: ignore[arg-type]
+            loop = Loop(cfg, agents, executor, progress)
+            if uses_planner(cfg):
+                from rlgpt.agents.planner import Planner
+                from rlgpt.run.skills import SkillLibrary
+
+                summary = loop.run_plan(cfg.task, run_dir, cfg.steps, Planner(client, cfg.agents),  # type: ignore[arg-type]
+                                        SkillLibrary(cfg.skills_dir))
+            else:
+                summary = loop.run_loop(cfg.task, run_dir, cfg.steps)
+        summary["model_id"] = client.model_id
+        summary["llm"] = client.metrics()
+    progress.close()
+    summary["run_dir"] = str(run_dir)
+    rundir.write_json(run_dir / layout.SUMMARY_JSON, summary)
+    if cfg.wandb:
+        log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, summary)
+    return summary
