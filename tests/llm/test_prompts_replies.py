@@ -23,7 +23,7 @@ VALUES = {
     "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_rules": "2D"},
     "slow": {"task": "collect wood", "env_rules": "Crafter", "macro_api": "move(d)", "feedback": "none"},
     "fast": {"task": "collect wood", "name": "chop", "description": "chop a tree", "goal": "wood",
-             "macro_api": "move(d)", "env_rules": "rules", "feedback": "none"},
+             "macro_api": "move(d)", "env_rules": "rules", "feedback": "none", "skills": ""},
     "fast_reward": {"task": "collect wood", "decomposition": "chop", "macro_api": "move(d)",
                     "env_rules": "rules", "feedback": "none"},
     "fast_setup": {"task": "collect wood", "decomposition": "chop", "macros": "chop", "env_rules": "rules",
