@@ -135,6 +135,11 @@ class TrainConfig:
     """Learner settings."""
     macros: MacroConfig = field(default_factory=MacroConfig)
     """Macro-actions (compiled LLM- or hand-written code) beside the primitive actions."""
+    options: tuple[str, ...] = ()
+    """Trained policies offered as actions (options) beside primitives and macros: directories holding a
+    training's ``config.json`` and checkpoints (a training run, or a skill's ``policy/``). Chosen, one runs
+    until its task's achievement count rises or ``macros.max_steps`` steps pass (`rlgpt.rl.options`). The
+    planner offers a chain's earlier trained links to the later ones; needs the ``gym`` backend."""
     save_every_sec: int = 30
     """Checkpoint period; a killed run loses at most this much training."""
     summaries_every_sec: int = 5
@@ -461,6 +466,10 @@ class RunConfig:
     from fresh worlds and saves up to this many states where they all reached their goals
     (`rlgpt.run.skills.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
     every subtask from fresh worlds. The chain's own evaluation always plays from fresh worlds."""
+    chain_options: bool = True
+    """A planned chain's later subtasks get the earlier links' trained policies as actions (options,
+    `rlgpt.rl.options`): chosen, one plays its stored policy until its achievement count rises. Off: only
+    primitives and the subtask's own macros."""
     job_attempts: int = 3
     """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
     killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation

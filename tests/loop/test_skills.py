@@ -125,3 +125,46 @@ def test_chain_start_pool_keeps_states_where_every_skill_reached_its_goal(tmp_pa
     assert found["steps"] >= found["episodes"]  # every step played is counted
     for state in found["states"]:
         assert state.player.achievements["collect_wood"] > 0 and state.player.health > 0
+
+
+def test_a_later_subtask_trains_with_the_earlier_skills_policy_as_an_option(tmp_path: Path,
+                                                                            trained: Path) -> None:
+    from loop_helpers import write_step
+
+    from rlgpt.agents.replies import Decomposition, SubAction
+
+    library = SkillLibrary(tmp_path / "lib")
+    wood = library.add("collect_wood", 0.5, 2048, {"run_dir": str(trained), "iteration": "test"}, trained)
+    run_dir = tmp_path / "run"
+    cfg = smoke_config(run_dir, "task=place_table", "planner_min_chain=2", f"skills_dir={tmp_path / 'lib'}",
+                       "chain_starts=0")
+    planner = Planner(build_client(cfg.llm), cfg.agents)
+    plan = {"subtasks": [{"name": "collect_wood", "description": "get wood", "reuse_skill": "collect_wood"},
+                         {"name": "place_table", "description": "place it", "reuse_skill": ""}]}
+    record(cfg, planner.messages(cfg.task, library.describe(cfg.skill_threshold)), plan, json_sampling(cfg),
+           role_schema("planner"))
+    # The second subtask's LLM steps as a finished iteration left them: only its training runs here.
+    it_dir = run_dir / "sub_01_place_table" / "iter_000"
+    decomposition = Decomposition((SubAction("table", "get wood, place a table", "rl", "", "learn it"),))
+    write_step(it_dir / "slow.json", {"new": True, "feedback": "none",
+                                      "decomposition": decomposition.to_dict()})
+    setup = {"horizon": 200, "observation": ["view", "vector"]}
+    write_step(it_dir / "fast.json", {"feedback": "none", "macros": [],
+                                      "reward": {"code": None, "attempts": []},
+                                      "setup": {**setup, "macros": []},
+                                      "reply": {**setup, "macros": [], "reward_code": ""}})
+    write_step(it_dir / "probes.json", [])
+    (it_dir / "reward.py").write_text("")
+    write_step(it_dir / "critic.json", {"by": "critic", "target": "done", "problems": [], "suggestions": []})
+
+    summary = run(cfg)
+
+    sf_config = json.loads((it_dir / "train" / "config.json").read_text())
+    assert sf_config["rlgpt_options"] == str(wood.policy_dir)  # the wood skill is an action of this training
+    # The iteration's evaluation sampled the trained policy, option included (chosen all but surely).
+    report = json.loads((it_dir / "train" / "result.json").read_text())["eval"]
+    assert report["option_stats"]["collect_wood"]["calls"] > 0
+    choice = json.loads((run_dir / "sub_01_place_table" / "skill.json").read_text())
+    assert choice["source"].startswith("trained") and summary["plan"] == ["collect_wood", "place_table"]
+    # The chain's evaluation played the trained table policy, options included, after the wood skill.
+    assert json.loads((run_dir / "chain.json").read_text())["episodes"] == cfg.eval_episodes

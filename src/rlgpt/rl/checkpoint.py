@@ -10,13 +10,17 @@ in every Sample Factory process, `rlgpt.rl.worker_boot`).
 from __future__ import annotations
 
 import glob
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from sample_factory.utils.attr_dict import AttrDict
 
 from rlgpt.errors import RlgptError
+from rlgpt.run import layout
 
 _NUMPY_SAFE_GLOBALS: list[Any] = [
     np.core.multiarray.scalar,
@@ -61,3 +65,15 @@ def remove_partial_checkpoints(run_dir: str | os.PathLike) -> list[str]:
     for path in found:
         os.remove(path)
     return found
+
+
+class EvalError(RlgptError, RuntimeError):
+    """The run directory cannot be evaluated or played (missing config or checkpoint)."""
+
+
+def load_sf_config(run_dir: Path) -> AttrDict:
+    """The Sample Factory config a run was trained with."""
+    path = run_dir / layout.SF_CONFIG
+    if not path.is_file():
+        raise EvalError(f"{str(run_dir)!r} is not a training run directory (no {layout.SF_CONFIG})")
+    return AttrDict(json.loads(path.read_text()))

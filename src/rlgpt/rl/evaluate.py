@@ -7,7 +7,6 @@ is batched.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,13 +18,12 @@ from sample_factory.algo.utils.action_distributions import argmax_actions
 from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
 from sample_factory.model.actor_critic import create_actor_critic
 from sample_factory.model.model_utils import get_rnn_size
-from sample_factory.utils.attr_dict import AttrDict
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
-from rlgpt.errors import RlgptError
-from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
+from rlgpt.rl.checkpoint import EvalError, latest_checkpoint, load_checkpoint, load_sf_config
 from rlgpt.rl.model import register_model
-from rlgpt.rl.sf_env import make_crafter_env, task_from_env_name
+from rlgpt.rl.sf_config import task_from_env_name
+from rlgpt.rl.sf_env import make_crafter_env
 from rlgpt.run import layout, rundir
 from rlgpt.tracking import log_scalars, read_curve
 
@@ -60,20 +58,11 @@ class EvalReport:
     macro_stats: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per macro: calls, successes, mean_length, interrupted and fail_<kind> counts summed over episodes
     (mean_length averaged over calls)."""
+    option_stats: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per option (a stored policy as an action, named by its task): calls, reached and steps summed over
+    episodes."""
     traces: list[str] = field(default_factory=list)
     """For (up to `TRACE_EPISODES`) failed episodes: the last `TRACE_STEPS` actions, with macro outcomes."""
-
-
-class EvalError(RlgptError, RuntimeError):
-    """The run directory cannot be evaluated (missing config or checkpoint)."""
-
-
-def load_sf_config(run_dir: Path) -> AttrDict:
-    """The Sample Factory config a run was trained with."""
-    path = run_dir / layout.SF_CONFIG
-    if not path.is_file():
-        raise EvalError(f"{str(run_dir)!r} is not a training run directory (no {layout.SF_CONFIG})")
-    return AttrDict(json.loads(path.read_text()))
 
 
 def evaluate(
@@ -154,6 +143,7 @@ def evaluate(
         mean_return=float(np.mean([r for _, r in results])),
         deterministic=deterministic,
         macro_stats=_macro_stats(stats),
+        option_stats=_summed_stats(stats, "option/"),
         traces=traces,
     )
     if write:
@@ -214,6 +204,18 @@ def _macro_stats(stats: list[dict]) -> dict[str, dict[str, float]]:
     for entry in out.values():
         length = entry.pop("_length", 0.0)
         entry["mean_length"] = length / entry["calls"] if entry.get("calls") else 0.0
+    return out
+
+
+def _summed_stats(stats: list[dict], prefix: str) -> dict[str, dict[str, float]]:
+    """Sum the episodes' ``<prefix><name>/<counter>`` entries per name."""
+    out: dict[str, dict[str, float]] = {}
+    for episode in stats:
+        for key, value in episode.items():
+            if key.startswith(prefix):
+                name, counter = key[len(prefix):].split("/", 1)
+                entry = out.setdefault(name, {})
+                entry[counter] = entry.get(counter, 0.0) + float(value)
     return out
 
 

@@ -24,6 +24,20 @@ from rlgpt.kernels import dispatch
 from rlgpt.macro.files import load_macro_file, sources_to_json
 from rlgpt.tracking import SUCCESS_WINDOW
 
+ENV_PREFIX = "crafter_"
+
+
+def env_name_for_task(task: str) -> str:
+    """Sample Factory env name of a task, e.g. ``collect_wood`` -> ``crafter_collect_wood``."""
+    return ENV_PREFIX + task
+
+
+def task_from_env_name(env_name: str) -> str:
+    """Inverse of :func:`env_name_for_task`."""
+    if not env_name.startswith(ENV_PREFIX):
+        raise ValueError(f"not a Crafter env name: {env_name!r} (expected {ENV_PREFIX}<task>)")
+    return env_name[len(ENV_PREFIX) :]
+
 
 def encoder_precision(setting: str) -> str:
     """``fp32`` or ``bf16``: `rlgpt.config.PPOConfig.encoder_precision` with ``auto`` resolved for this
@@ -47,6 +61,7 @@ def env_backend(cfg: TrainConfig, setup: EnvSetup = NO_SETUP) -> str:
             (bool(setup.reward_code), "the LLM's dense reward"),
             (bool(setup.observation), "observation parts"),
             (bool(cfg.env.start_pool), "saved start states"),
+            (bool(cfg.options), "stored policies as options"),
         )
         if needed
     ]
@@ -92,6 +107,7 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         "rlgpt_macros": sources_to_json(load_macro_file(cfg.macros.file)) if cfg.macros.file else "",
         "rlgpt_macro_max_steps": cfg.macros.max_steps,
         "rlgpt_start_pool": cfg.env.start_pool or "",
+        "rlgpt_options": ",".join(cfg.options),
         "rlgpt_macro_memory_mb": cfg.macros.memory_limit_mb,
         "rlgpt_reward": setup.reward_code,
         "rlgpt_observation": ",".join(setup.observation),

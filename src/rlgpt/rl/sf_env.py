@@ -20,22 +20,10 @@ from sample_factory.utils.typing import Config
 from rlgpt.envs.tasks import TaskSpec, make_task_env
 from rlgpt.macro.prefix import PrefixStart, load_pool
 from rlgpt.rl.sf_batch import BatchTaskEnv
+from rlgpt.rl.sf_config import env_name_for_task, task_from_env_name
+from rlgpt.rl.stored_policy import option_policies
 from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
 from rlgpt.rl.wrappers import wrap_task_env
-
-ENV_PREFIX = "crafter_"
-
-
-def env_name_for_task(task: str) -> str:
-    """Sample Factory env name of a task, e.g. ``collect_wood`` -> ``crafter_collect_wood``."""
-    return ENV_PREFIX + task
-
-
-def task_from_env_name(env_name: str) -> str:
-    """Inverse of :func:`env_name_for_task`."""
-    if not env_name.startswith(ENV_PREFIX):
-        raise ValueError(f"not a Crafter env name: {env_name!r} (expected {ENV_PREFIX}<task>)")
-    return env_name[len(ENV_PREFIX) :]
 
 
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
@@ -45,7 +33,7 @@ def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, re
     pool = getattr(cfg, "rlgpt_start_pool", "")  # getattr: runs trained before the flag existed lack it
     if pool:
         env = PrefixStart(env, pool=load_pool(pool))
-    return wrap_task_env(env, cfg)
+    return wrap_task_env(env, cfg, options=option_policies(cfg))
 
 
 def make_batch_task_env(

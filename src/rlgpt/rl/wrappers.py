@@ -7,6 +7,7 @@ Sample Factory, `rlgpt.run.skills` for a skill chained into another episode.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
+from rlgpt.rl.options import OptionActionWrapper
 from rlgpt.rl.workers import protect_macro_env
 
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
@@ -158,9 +160,11 @@ def is_hwc_image(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.shape[-1] <= 4
 
 
-def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.Env:
-    """The wrappers a run's config puts around its task env (reward, observation, macros, statistics);
-    also used to run a trained policy on another env (`rlgpt.run.skills` chains skills in one episode)."""
+def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options: Sequence[Any] = ()
+                  ) -> gym.Env:
+    """The wrappers a run's config puts around its task env (reward, observation, macros, `options`:
+    stored policies as actions, statistics); also used to run a trained policy on another env
+    (`rlgpt.rl.stored_policy`: a skill chained into another episode, or an option)."""
     # getattr: configs of runs trained before these flags existed lack them.
     reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
     if is_hwc_image(env.observation_space):
@@ -181,4 +185,6 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True) -> gym.E
             seed=int(cfg.seed or 0),
         )
         env = protect_macro_env(env, cfg)
+    if options:
+        env = OptionActionWrapper(env, options, gamma=cfg.gamma, max_steps=cfg.rlgpt_macro_max_steps)
     return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))

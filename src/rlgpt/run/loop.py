@@ -63,9 +63,11 @@ class Loop:
         self.executor = executor
         self.progress = progress
 
-    def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None) -> dict[str, Any]:
+    def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None,
+                 options: tuple[str, ...] = ()) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record.
-        Trainings start their episodes from `start_pool`'s states when given (a chain's later subtask)."""
+        Trainings start their episodes from `start_pool`'s states when given and have the stored policies in
+        `options` as actions (a chain's later subtask)."""
         cfg = self.cfg
         per_iteration = cfg.iteration_budget(steps)
         iterations: list[dict[str, Any]] = []
@@ -89,7 +91,7 @@ class Loop:
 
                 self.progress.phase("train", index, task)
                 evaluation = step(layout.training_record(it_dir), self.train_step, it_dir, task, reply,
-                                  per_iteration, start_pool)
+                                  per_iteration, start_pool, options)
                 self.progress.used(evaluation["steps"])
 
                 self.progress.phase("critic", index, task)
@@ -139,11 +141,12 @@ class Loop:
         return {"feedback": feedback, **result.to_dict()}
 
     def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int,
-                   start_pool: str | None = None) -> dict[str, Any]:
-        """Train on the augmented action space with the LLM's reward, observation and horizon (from
-        `start_pool`'s states when given); evaluate."""
+                   start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Train on the augmented action space (primitives, macros, `options`) with the LLM's reward,
+        observation and horizon (from `start_pool`'s states when given); evaluate."""
         train = dataclasses.replace(self.cfg.train, task=task, steps=steps, seed=self.cfg.seed,
                                     run_dir=str(it_dir / layout.TRAIN_DIR), eval_episodes=0, wandb=False,
+                                    options=options,
                                     env=dataclasses.replace(self.cfg.train.env, episode_length=reply.horizon,
                                                             start_pool=start_pool),
                                     macros=dataclasses.replace(self.cfg.train.macros, file=None))
@@ -185,8 +188,10 @@ class Loop:
                 starts = step(sub_dir / layout.START_POOL_JSON, self.start_step, chain, sub_dir)
             # The chain's macros so far that reached their goals are callable skills of this subtask's.
             self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
+            # The chain's trained policies so far are actions (options) of this subtask's trainings.
+            options = tuple(str(s.policy_dir) for s in chain) if self.cfg.chain_options else ()
             choice = step(sub_dir / layout.SKILL_CHOICE_JSON, self.skill_step, sub.name, sub_dir,
-                          steps // len(subtasks), library, starts["pool"])
+                          steps // len(subtasks), library, starts["pool"], options)
             skill = choice["skill"]
             if skill is not None:  # a subtask whose every training failed is left out of the chain
                 chain.append(Skill(**skill))
@@ -217,13 +222,15 @@ class Loop:
                 "episodes": found["episodes"]}
 
     def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
-                   start_pool: str | None = None) -> dict[str, Any]:
+                   start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
         """A subtask's skill: the library's best entry meeting the threshold, or the loop's best iteration
-        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given."""
+        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given and
+        with the stored policies in `options` as actions."""
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "skill": dataclasses.asdict(found)}
-        summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool)
+        summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
+                       options)
         if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
             return {"source": "trained, failed", "steps": summary["steps_used"], "skill": None}
         best_dir = sub_dir / summary["best"]

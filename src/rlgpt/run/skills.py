@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from rlgpt.rl.stored_policy import StoredPolicy
 from rlgpt.run import layout, rundir
 
 
@@ -164,45 +165,12 @@ class ChainBase(gymnasium.Wrapper):
         return self.env.reset(**kwargs)
 
 
-class SkillPolicy:
-    """A stored policy: its network and its env wrappers (observation parts, macros) around a given env."""
+class SkillPolicy(StoredPolicy):
+    """A library skill's stored policy (`StoredPolicy` of its ``policy`` directory)."""
 
     def __init__(self, skill: Skill) -> None:
-        from sample_factory.model.actor_critic import create_actor_critic
-
-        from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
-        from rlgpt.rl.evaluate import load_sf_config
-        from rlgpt.rl.model import register_model
-
+        super().__init__(skill.policy_dir, skill.task)
         self.skill = skill
-        self.cfg = load_sf_config(skill.policy_dir)
-        register_model()
-        self.checkpoint = load_checkpoint(latest_checkpoint(skill.policy_dir))
-        self._create = create_actor_critic
-        self.model = None
-
-    def wrap(self, env: Any) -> Any:
-        """`env` behind this policy's wrappers (no dense reward: only the task's reward counts here)."""
-        from rlgpt.rl.wrappers import wrap_task_env
-
-        wrapped = wrap_task_env(env, self.cfg, dense_reward=False)
-        if self.model is None:
-            self.model = self._create(self.cfg, wrapped.observation_space, wrapped.action_space)
-            self.model.load_state_dict(self.checkpoint["model"])
-            self.model.eval()
-        return wrapped
-
-    def act(self, obs: dict[str, Any]) -> int:
-        """One sampled action."""
-        import torch
-        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-        from sample_factory.model.model_utils import get_rnn_size
-
-        with torch.no_grad():
-            batch = {k: torch.as_tensor(np.asarray(v))[None] for k, v in obs.items()}
-            rnn = torch.zeros(1, get_rnn_size(self.cfg))
-            out = self.model(prepare_and_normalize_obs(self.model, batch), rnn)
-        return int(out["actions"].view(-1)[0])
 
 
 def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length: int | None,
