@@ -73,7 +73,7 @@ def test_a_composed_skill_runs_inside_a_later_macro_in_sample_factory(tmp_path) 
     assert result.status == 0
     # The trained policy sampled over its actions (a seconds-trained policy is near uniform) calls the macro
     # in the env its training config builds: it compiled there and ran (a table placed by the macro ends the
-    # episode, so its last call may count as interrupted rather than a success) and no call failed on an error.
+    # episode, so its last call may count as interrupted rather than a success) and no call failed on errors.
     stats = evaluate(result.run_dir, episodes=2).macro_stats["get_table"]
     assert stats["calls"] > 0 and stats["mean_length"] > 1
     assert not [kind for kind in RUNTIME_FAILURE_KINDS if kind != "max_steps" and stats.get(f"fail_{kind}")]
