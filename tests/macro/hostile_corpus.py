@@ -388,3 +388,18 @@ RUNTIME_CORPUS += [
         MacroLimits(fuel=50_000, max_seconds=0.002),
     ),
 ]
+# ---------------------------------------------------------------- issue 13: C-level self-growth
+# One builtin call that iterates the very list it grows (enumerate/zip/map over the receiver) ran in C for
+# ever before the sandbox took the argument's items first; now each call adds a snapshot of known size.
+RUNTIME_CORPUS += [
+    ("extend_enumerate_self", m("a = [0]\na.extend(enumerate(a))"), "success", None),
+    ("extend_zip_self", m("a = [0]\na.extend(zip(a, a))"), "success", None),
+    ("iadd_enumerate_self", m("a = [0]\na += enumerate(a)"), "success", None),
+    ("unbound_extend_zip_self", m("a = [0]\nlist.extend(a, zip(a))"), "success", None),
+    ("extend_map_self", m("a = [0]\na.extend(map(abs, a))"), "success", None),
+    ("extend_enumerate_loop", m("a = [0]\nwhile True:\n    a.extend(enumerate(a))"), "memory", None),
+    ("iadd_zip_loop", m("a = [0]\nwhile True:\n    a += zip(a, a)"), "memory", None),
+    ("dict_update_zip_loop", m("d = {0: 0}\nwhile True:\n    d.update(zip(range(len(d), 2 * len(d)), d))"),
+     "memory", None),
+    ("extend_reversed_loop", m("a = [0]\nwhile True:\n    a.extend(reversed(a))"), "memory", None),
+]

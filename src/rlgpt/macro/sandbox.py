@@ -25,7 +25,7 @@ import types
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import chain, compress, islice
 from typing import Any, NoReturn
 
 from rlgpt.macro.diagnostics import Diagnostic, describe_value, frame_position, source_line
@@ -326,6 +326,11 @@ class Guard:
             receiver, rest = args[0], args[1:]  # an unbound method: list.extend(a, b)
         method = func.__name__ if receiver is not None else None
         if receiver is not None:
+            if method in _GROWING and not all(map(_sized, rest)):
+                # a.extend(enumerate(a)) iterates its own receiver as it grows it, in C, for ever: take the
+                # argument's items first (at most max_items + 1), then grow by a known size.
+                rest = tuple(map(self._materialize, rest))
+                args = rest if kind is types.BuiltinMethodType else (receiver, *rest)
             self._charge_method(method, receiver, rest, kwargs.get("key") is not None)
         elif id(func) in _COSTLY_BUILTINS and args:
             if len(args) == 1 and type(args[0]) not in _WALKED:
@@ -351,6 +356,19 @@ class Guard:
             # Growing methods (append, extend, update, ...) mutate their receiver in place.
             self.post(receiver)
         return self.post(result)
+
+    def _materialize(self, value: Any) -> Any:
+        """A sized value as is; any other iterable as a list of at most ``max_items`` items (else fail)."""
+        if _sized(value):
+            return value
+        try:
+            items = list(islice(value, self.limits.max_items + 1))
+        except MemoryError:
+            self.fail("memory", "ran out of memory")
+        if len(items) > self.limits.max_items:
+            self.fail("memory", f"grew a container by over {self.limits.max_items} items in one call")
+        self.charge(len(items) >> 6)
+        return items
 
     def _sort_key(self, key: Callable[[Any], Any], item: Any, factor: int) -> Any:
         value = self.call(key, item)
@@ -512,6 +530,8 @@ class Guard:
         if base == "Mult":
             self._check_mult(left, right)
         elif base in ("Add", "Sub"):
+            if op == "iAdd" and type(left) is list and not _sized(right):
+                right = self._materialize(right)  # a += enumerate(a): as a.extend, see `call`
             if isinstance(left, _SIZED) and isinstance(right, _SIZED):
                 self._check_size(len(left) + len(right), left)
             elif type(left) in (int, bool) and type(right) in (int, bool):
@@ -712,6 +732,11 @@ _SCALAR_TYPES = frozenset(_SCALARS)
 _COSTLY_BUILTINS = frozenset(map(id, (sorted, min, max, set, dict)))
 """Ids of the builtins that compare (sorted/min/max: ~log2(n) times per element) or hash (set/dict) every
 element they are given; by id, since a macro may call an unhashable value."""
+
+
+def _sized(value: Any) -> bool:
+    """Whether iterating ``value`` visits a fixed number of items known up front (not an iterator)."""
+    return hasattr(type(value), "__len__")
 
 
 def _length(value: Any) -> int:
