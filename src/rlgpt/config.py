@@ -426,6 +426,23 @@ class AgentConfig:
 MODES = ("rlgpt", "ppo", "code")
 """`rlgpt run --mode`: the RL-GPT loop, plain PPO (no LLM), or the LLM's code as the whole policy (no RL)."""
 
+EXECUTORS = ("local", "ray")
+"""`rlgpt run --executor`: trainings in child processes here, or as tasks on a Ray cluster."""
+
+
+@dataclass
+class RayConfig:
+    """Where and how trainings run with ``--executor ray`` (`rlgpt.run.ray_executor`)."""
+
+    address: str | None = None
+    """The cluster to join: ``auto`` (the one ``ray start`` began on this machine), ``HOST:PORT`` of its head,
+    or None to start a private Ray instance inside this process."""
+    num_cpus: float | None = None
+    """CPUs one training job asks the scheduler for; None = its ``env.num_workers`` (Sample Factory's
+    rollout worker processes; the learner shares their cores)."""
+    num_gpus: float = 0.0
+    """GPUs (a fraction shares one) one training job asks the scheduler for."""
+
 
 @dataclass
 class RunConfig:
@@ -474,6 +491,11 @@ class RunConfig:
     """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
     killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation
     crash after a full training only evaluates again). A failed job's steps still count as used."""
+    executor: str = "local"
+    """Where trainings run: ``local`` (child processes of this one) or ``ray`` (tasks on a Ray cluster, see
+    ``ray``; needs the ``ray`` extra). The LLM calls stay in this process either way."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """The Ray cluster and each job's resource request (``executor: ray``)."""
     wandb: bool = False
     """One W&B run per ``rlgpt run`` (offline unless ``WANDB_MODE`` says otherwise)."""
     wandb_project: str = "rlgpt"
@@ -535,6 +557,9 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (cfg.job_attempts >= 1, "job_attempts must be >= 1"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
         (cfg.chain_starts >= 0, "chain_starts must be >= 0"),
+        (cfg.executor in EXECUTORS, f"executor must be one of {', '.join(EXECUTORS)}, got {cfg.executor!r}"),
+        (cfg.ray.num_cpus is None or cfg.ray.num_cpus > 0, "ray.num_cpus must be > 0"),
+        (cfg.ray.num_gpus >= 0, "ray.num_gpus must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:

@@ -103,7 +103,10 @@ def evaluate(
     active = list(range(len(envs)))
     results: list[tuple[dict, float]] = []
     rnn_states = torch.zeros(len(envs), get_rnn_size(cfg))
-    with torch.no_grad():
+    # Sampled actions come from torch's global generator: seeding it (in a fork, leaving the caller's
+    # stream as it was) makes an evaluation of one checkpoint with one seed the same wherever it runs.
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(EVAL_SEED_BASE + seed)
         while active:
             batch = {k: torch.as_tensor(np.stack([obs[i][k] for i in active])) for k in obs[active[0]]}
             out = model(prepare_and_normalize_obs(model, batch), rnn_states[: len(active)])

@@ -5,8 +5,8 @@ training, then the evaluation. A crash, a dead worker or a bad program in the jo
 not a dead loop; the child dies with the loop (SIGKILL included). A failed attempt is run again (up to
 ``RunConfig.job_attempts``), resuming its training from the newest checkpoint, or only evaluating again when
 the training had finished; every attempt is listed in ``attempts.json`` and its steps count. A cluster
-backend implements `Executor.run` the same way (ship ``job.json``, run this module there, read
-``result.json`` back) without touching the loop.
+backend (`rlgpt.run.ray_executor`) subclasses `RetryingExecutor` with its own `_attempt` (ship ``job.json``,
+run this module there, read ``result.json`` back) without touching the loop.
 """
 
 from __future__ import annotations
@@ -90,22 +90,22 @@ class JobResult:
 
 
 class Executor(Protocol):
-    """Runs training jobs; blocking, one at a time (the loop's iterations depend on each other)."""
+    """Runs training jobs; each call blocks until its job is done (the loop's iterations depend on each
+    other); callers in different threads (`rlgpt.run.sweep`) may run jobs at the same time."""
 
     def run(self, job: TrainJob) -> JobResult:
         """Run `job` to completion (resuming its run directory if it holds an earlier attempt)."""
         ...
 
 
-class LocalExecutor:
-    """Runs each job in a child Python process on this machine; a failed attempt is run again (up to
-    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat."""
+class RetryingExecutor:
+    """What every backend shares: a job's run directory and ``job.json``, up to `attempts` attempts (each
+    resuming from the newest checkpoint, none after a failure that would only repeat), every attempt listed
+    in ``attempts.json`` and its steps counted. A backend implements `_attempt`: run ``job.json`` once
+    (``python -m rlgpt.run.executor``, which resumes by itself) and return its result."""
 
-    def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
-        self.python = python
+    def __init__(self, attempts: int = 1) -> None:
         self.attempts = attempts
-        self.process: subprocess.Popen | None = None
-        """The running attempt's child (None between attempts)."""
 
     def run(self, job: TrainJob) -> JobResult:
         run_dir = rundir.prepare_run_dir(job.config.resolved_run_dir()).resolve()
@@ -113,6 +113,7 @@ class LocalExecutor:
         rundir.write_json(run_dir / layout.JOB_JSON, job.to_dict())
         history = read_attempts(run_dir)
         for _ in range(self.attempts):
+            (run_dir / layout.RESULT_JSON).unlink(missing_ok=True)
             result = self._attempt(run_dir)
             history.append({"ok": result.ok, "error": result.error, "wall_time_s": result.wall_time_s,
                             "spent_steps": spent_steps(run_dir / layout.METRICS_CSV), **result.extra})
@@ -125,22 +126,49 @@ class LocalExecutor:
         return result
 
     def _attempt(self, run_dir: Path) -> JobResult:
-        (run_dir / layout.RESULT_JSON).unlink(missing_ok=True)
+        """One attempt at ``run_dir/job.json``; a crash is a failed result (KeyboardInterrupt on Ctrl-C)."""
+        raise NotImplementedError
+
+
+class LocalExecutor(RetryingExecutor):
+    """Runs each job in a child Python process on this machine; a failed attempt is run again (up to
+    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat."""
+
+    def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
+        super().__init__(attempts)
+        self.python = python
+        self.process: subprocess.Popen | None = None
+        """The running attempt's child (None between attempts)."""
+
+    def _attempt(self, run_dir: Path) -> JobResult:
         t0 = time.time()
-        argv = [self.python, "-m", "rlgpt.run.executor", str(run_dir / layout.JOB_JSON)]
-        self.process = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        self.process = subprocess.Popen(job_argv(run_dir, self.python), preexec_fn=die_with_parent)
         try:
             returncode = self.process.wait()
         finally:
             self.process = None
-        result_path = run_dir / layout.RESULT_JSON
-        if result_path.is_file():
-            return JobResult.from_dict(json.loads(result_path.read_text()))
-        if returncode in (-signal.SIGINT, 130):
-            raise KeyboardInterrupt
-        return JobResult(str(run_dir), False, wall_time_s=time.time() - t0,
-                         error=f"training process exited with status {returncode} without a result; "
-                               f"see {run_dir / layout.SF_LOG}", extra={"returncode": returncode})
+        return attempt_result(run_dir, returncode, time.time() - t0)
+
+
+def job_argv(run_dir: Path, python: str = sys.executable) -> list[str]:
+    """The command that runs ``run_dir/job.json`` once (this module's `main`)."""
+    return [python, "-m", "rlgpt.run.executor", str(run_dir / layout.JOB_JSON)]
+
+
+def attempt_result(run_dir: Path, returncode: int, wall_time_s: float,
+                   found: dict[str, Any] | None = None) -> JobResult:
+    """The result of an attempt whose process exited with `returncode`: its ``result.json`` (or `found`,
+    that file's content read where the process ran), else a failure naming the status."""
+    result_path = run_dir / layout.RESULT_JSON
+    if found is None and result_path.is_file():
+        found = json.loads(result_path.read_text())
+    if found is not None:
+        return JobResult.from_dict(found)
+    if returncode in (-signal.SIGINT, 130):
+        raise KeyboardInterrupt
+    return JobResult(str(run_dir), False, wall_time_s=wall_time_s,
+                     error=f"training process exited with status {returncode} without a result; "
+                           f"see {run_dir / layout.SF_LOG}", extra={"returncode": returncode})
 
 
 def read_attempts(run_dir: Path) -> list[dict[str, Any]]:

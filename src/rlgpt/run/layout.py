@@ -23,7 +23,15 @@ A run directory of ``rlgpt run`` (``RUN/``)::
 A training run directory (``rlgpt train``, ``iter_N/train/``) is Sample Factory's experiment directory
 (``checkpoint_p0/``, ``config.json``, ``.summary/``) plus ``rlgpt.yaml``, ``metrics.csv``,
 ``learning_curves.png``, ``eval/eval.json`` + ``eval/eval_success.png`` (`rlgpt eval`), and, when the
-executor runs it, ``job.json``, ``result.json``, ``trained.json`` and ``attempts.json``.
+executor runs it, ``job.json``, ``result.json``, ``trained.json`` and ``attempts.json`` (and, on Ray,
+``ray_worker.json``).
+
+A sweep directory (``rlgpt sweep --out OUT``)::
+
+    <task>-<mode>-s<seed>/   one ordinary run directory per cell (above)
+    sweep.json               the cells, each one's state (done, failed, error) and the report's files
+    .sweep.lock              held (flock) by the sweep running it
+    report/                  results.md, results.png, iterations.png (`rlgpt report` over the done cells)
 
 A skill library (`rlgpt.run.skills`)::
 
@@ -70,6 +78,9 @@ CODE_DIR = "code"
 TABLE_MD = "results.md"
 TABLE_PNG = "results.png"
 CURVES_PNG = "iterations.png"
+SWEEP_JSON = "sweep.json"
+SWEEP_LOCK = ".sweep.lock"
+REPORT_DIR = "report"
 
 # -- a training run directory (`rlgpt train`, ``iter_N/train/``) -------------------------------------------
 RLGPT_CONFIG = "rlgpt.yaml"
@@ -89,6 +100,8 @@ TRAINED_JSON = "trained.json"
 """Written once a job's training finished: an attempt after an evaluation crash only evaluates again."""
 ATTEMPTS_JSON = "attempts.json"
 """The executor's earlier attempts of a job (each failed child: its error and the steps it trained)."""
+RAY_WORKER_JSON = "ray_worker.json"
+"""The Ray worker running the job's current attempt (pid, node) with ``--executor ray``."""
 
 # -- a skill library ------------------------------------------------------------------------------------
 SKILL_JSON = "skill.json"

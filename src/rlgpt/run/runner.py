@@ -22,6 +22,15 @@ def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -
     return AccountedClient(build_client(cfg.llm, backend=backend))
 
 
+def make_executor(cfg: RunConfig) -> Executor:
+    """The executor ``cfg.executor`` names (a Ray one connects to its cluster here)."""
+    if cfg.executor == "ray":
+        from rlgpt.run.ray_executor import RayExecutor
+
+        return RayExecutor(cfg.ray, attempts=cfg.job_attempts)
+    return LocalExecutor(attempts=cfg.job_attempts)
+
+
 def uses_planner(cfg: RunConfig) -> bool:
     """Long-horizon tasks (a prerequisite chain of at least ``planner_min_chain`` achievements) go through
     the task planner and the skill library."""
@@ -35,22 +44,22 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
 
     Args:
         cfg: the run.
-        executor: where trainings run (default: `LocalExecutor`, child processes here).
+        executor: where trainings run (default: `make_executor`, as ``cfg.executor`` says).
         backend: an already loaded LLM backend to use instead of building one from ``cfg.llm``.
     """
     from rlgpt.envs.tasks import TaskSpec
 
     TaskSpec.from_name(cfg.task)
+    executor = executor or make_executor(cfg)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
         return _run_in(cfg, run_dir, executor, backend)
 
 
-def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor | None,
+def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
             backend: Backend | None) -> dict[str, Any]:
     """`run` once it holds `run_dir`."""
     rundir.write_yaml(run_dir / layout.RUN_YAML, dataclasses.asdict(cfg))
-    executor = executor or LocalExecutor(attempts=cfg.job_attempts)
     progress = LoopProgress(cfg.steps, cfg.iterations if cfg.mode == "rlgpt" else 1,
                             log_path=run_dir / layout.PHASES_JSONL)
     client = None
