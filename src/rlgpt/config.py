@@ -110,9 +110,23 @@ class MacroConfig:
     iron, collecting its ingredients first, takes ~100-200 steps); keep `agents.probe_max_steps` equal so
     macros are probed as they train."""
     memory_limit_mb: int = 1024
-    """OS-level backstop: each env worker running macros may grow its data segment by at most this many MiB
-    beyond its size at start (``RLIMIT_DATA``); an allocation past it fails the one macro call that made it
-    (``memory`` diagnostic) instead of exhausting the machine. 0 disables it."""
+    """OS-level backstop: each env worker running macros or a dense reward may grow its data segment by at
+    most this many MiB beyond its size at start (``RLIMIT_DATA``); an allocation past it fails the one macro
+    call that made it (``memory`` diagnostic) instead of exhausting the machine. Also the memory headroom
+    (``RLIMIT_AS``) of each contained process (probes, reward dry runs, code mode). 0 disables both."""
+    contain_cpu_seconds: float = 300.0
+    """CPU seconds one contained run of generated code off the env workers (a macro's probe, a reward's dry
+    run, a code-mode play) may use (``RLIMIT_CPU``); past it, a ``timeout`` diagnostic. 0 disables it."""
+    contain_wall_seconds: float = 600.0
+    """Wall-clock seconds of one contained run before it is killed (a ``timeout`` diagnostic)."""
+    max_time_share: float = 0.9
+    """Largest share of the time of its calls (its code plus the game steps it makes) one macro's own code,
+    or the dense reward's, may take, once it has used `budget_grace_seconds`; past it, it is switched off
+    for the rest of the process (a ``disabled`` diagnostic: ``macro/<name>/fail_disabled``, the reward's
+    diagnostics), so that code just under the per-call limits cannot slow training down 100x unnoticed
+    (0.9: up to 9x the game's own time; the control primitives take ~0.1-0.25). 1 never disables."""
+    budget_grace_seconds: float = 2.0
+    """Code seconds a macro or the reward may use before `max_time_share` is enforced (start-up costs)."""
 
 
 @dataclass
@@ -303,6 +317,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         ),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
+        (cfg.macros.contain_cpu_seconds >= 0, "macros.contain_cpu_seconds must be >= 0 (0 disables it)"),
+        (cfg.macros.contain_wall_seconds > 0, "macros.contain_wall_seconds must be > 0"),
+        (0 < cfg.macros.max_time_share <= 1, "macros.max_time_share must be in (0, 1]"),
+        (cfg.macros.budget_grace_seconds >= 0, "macros.budget_grace_seconds must be >= 0"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
-from rlgpt.envs.crafter import ACTION_NAMES
+from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.envs.tasks import make_task_env
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.diagnostics import MacroCompileError
-from rlgpt.macro.reward import DenseRewardWrapper, compile_reward
+from rlgpt.macro.reward import DenseRewardWrapper, compile_reward, reward_value
 from rlgpt.macro.runtime import MacroActionWrapper
 
 WOOD = """
@@ -84,3 +87,38 @@ def test_reward_cannot_change_the_game_or_the_snapshot() -> None:
     _, _, _, _, info = env.step(0)
     assert info["dense_reward_diagnostic"]["kind"] == "exception"
     assert env.game.inventory["wood"] == 0
+
+
+class _Floaty:
+    """An object whose __float__ would run code: never called."""
+
+    def __float__(self) -> float:
+        raise AssertionError("__float__ was called")
+
+
+@pytest.mark.parametrize("value", [10**400, 2**70, -(10**30), float("nan"), float("inf"), -float("inf"), 1e7,
+                                   "1.0", None, True, [1.0], {"a": 1}, _Floaty(), np.float64("nan"),
+                                   object()])
+def test_reward_value_any_type_any_size(value: object) -> None:
+    """Anything reward code returns is a finite float or a reason (issue 13): a huge int never reaches
+    float() (OverflowError), NaN/inf/out-of-range/non-numbers are refused, nothing of the value is called."""
+    number, problem = reward_value(value)
+    assert number == 0.0 and problem is not None and "reward() returned" in problem
+
+
+@pytest.mark.parametrize(("value", "expected"), [(3, 3.0), (-0.5, -0.5), (np.int64(2), 2.0),
+                                                 (np.float32(0.25), 0.25), (10**6, 1e6)])
+def test_reward_value_numbers(value: object, expected: float) -> None:
+    assert reward_value(value) == (expected, None)
+
+
+@pytest.mark.parametrize("body", ["return 10 ** 400 if False else 2 ** 4000", "return 0.0 * 10 ** 300",
+                                  "x = [0]\n    x.extend(enumerate(x))\n    return len(x) * 1e300 * 10"])
+def test_dense_reward_wrapper_survives_hostile_values(body: str) -> None:
+    """Through the real wrapper on real Crafter: every step gives a finite reward, never an exception."""
+    env = DenseRewardWrapper(CrafterEnv(length=None), f"def reward(game, prev):\n    {body}\n", seed=0)
+    env.reset(seed=0)
+    for _ in range(3):
+        _, reward, _, _, info = env.step(0)
+        assert math.isfinite(reward)
+    assert env.calls == 3

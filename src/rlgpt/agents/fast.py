@@ -10,6 +10,7 @@ real Crafter and repaired the same way. Only the short setup fields go through a
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.code_skills import CodeSkill, link_skills
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.control import goal_macro_code
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
@@ -173,15 +175,44 @@ def counters(game: GameAPI) -> tuple[tuple[str, int], ...]:
     return (*sorted(game.inventory.items()), *sorted(game.achievements.items()))
 
 
+def dry_run_reward(env: CrafterEnv, compiled: CompiledFunction, steps: int, seed: int) -> Diagnostic | None:
+    """Run a compiled reward for up to `steps` random steps on `env`: its first runtime diagnostic, a
+    ``reward_level`` diagnostic when it pays for sitting in a state, or None."""
+    wrapped = DenseRewardWrapper(env, compiled, seed=seed)
+    wrapped.reset(seed=seed)
+    moves = random.Random(seed)
+    steady = paid = 0  # steps where no counter changed, and those of them the reward paid on
+    for _ in range(steps):
+        before = counters(wrapped.game)
+        _, _, terminated, truncated, info = wrapped.step(moves.randrange(len(ACTION_NAMES)))
+        if wrapped.diagnostics:
+            return wrapped.diagnostics[0]
+        if counters(wrapped.game) == before:
+            steady += 1
+            paid += info["dense_reward"] != 0.0
+        if terminated or truncated:
+            break
+    if steady >= REWARD_MIN_STEADY and paid * 2 > steady:
+        # A level ("10 while wood >= 3, else -1") is paid for sitting in a state: PPO learns to stay
+        # there (or to end episodes early) instead of finishing the task. Seen with the 1.5B.
+        return Diagnostic(
+            "reward_level", f"the reward was nonzero on {paid} of {steady} dry-run steps where no "
+            f"inventory or achievement count changed; return a value only when something changed "
+            f"(game minus prev), 0 otherwise")
+    return None
+
+
 class FastAgent:
     """Writes, repairs, probes and selects macro code; writes the dense reward and the RL setup."""
 
     def __init__(self, client: LLMClient, config: AgentConfig | None = None,
-                 limits: MacroLimits | None = None) -> None:
-        """Args: client: the LLM; config: agent knobs; limits: sandbox limits for macros and reward."""
+                 limits: MacroLimits | None = None, contain: ContainLimits | None = None) -> None:
+        """Args: client: the LLM; config: agent knobs; limits: sandbox limits for macros and reward;
+        contain: OS limits of the child process each probe and reward dry run runs in."""
         self.client = client
         self.config = config or AgentConfig()
         self.limits = limits
+        self.contain = contain or ContainLimits()
         self._env: CrafterEnv | None = None
         self.on_phase: Callable[[str], None] = lambda phase: None
         """Called with "probe" before a candidate's probe and "fast" after it (the loop's progress line)."""
@@ -225,9 +256,17 @@ class FastAgent:
         """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none), each episode
         starting with the `setup` macros (the kept macros of the sub-actions before it)."""
         cfg = self.config
-        return probe_macro(compiled, seeds=cfg.probe_seeds, calls_per_episode=cfg.probe_calls_per_episode,
-                           warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps,
-                           goal=goal or None, env=self.env, setup=setup)
+        # Generated code never runs in the loop's own process: a probe that dies, or runs out of memory or
+        # time, is a failed report the critic and the repair loop see, not the end of the run.
+        probe = functools.partial(
+            probe_macro, seeds=cfg.probe_seeds, calls_per_episode=cfg.probe_calls_per_episode,
+            warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps, goal=goal or None,
+            env=self.env, setup=setup)
+        contained = run_contained(probe, compiled, limits=self.contain)
+        if contained.diagnostic is not None:
+            return ProbeReport.failed(compiled.name, goal or None, cfg.probe_seeds[0], contained.diagnostic,
+                                      tuple(m.name for m in setup))
+        return contained.value
 
     def _candidate(self, index: int, messages: list[dict[str, str]], sub: SubAction,
                    setup: tuple[CompiledMacro, ...], revises: int | None = None) -> MacroCandidate:
@@ -300,27 +339,12 @@ class FastAgent:
         compiled = compile_reward(code, self.limits)
         steps = self.config.reward_dry_run_steps
         if steps:
-            env = DenseRewardWrapper(self.env, compiled, seed=self.config.seed)
-            env.reset(seed=self.config.seed)
-            moves = random.Random(self.config.seed)
-            steady = paid = 0  # steps where no counter changed, and those of them the reward paid on
-            for _ in range(steps):
-                before = counters(env.game)
-                _, _, terminated, truncated, info = env.step(moves.randrange(len(ACTION_NAMES)))
-                if env.diagnostics:
-                    raise MacroCompileError(REWARD_ENTRY, (env.diagnostics[0],))
-                if counters(env.game) == before:
-                    steady += 1
-                    paid += info["dense_reward"] != 0.0
-                if terminated or truncated:
-                    break
-            if steady >= REWARD_MIN_STEADY and paid * 2 > steady:
-                # A level ("10 while wood >= 3, else -1") is paid for sitting in a state: PPO learns to stay
-                # there (or to end episodes early) instead of finishing the task. Seen with the 1.5B.
-                raise MacroCompileError(REWARD_ENTRY, (Diagnostic(
-                    "reward_level", f"the reward was nonzero on {paid} of {steady} dry-run steps where no "
-                    f"inventory or achievement count changed; return a value only when something changed "
-                    f"(game minus prev), 0 otherwise"),))
+            # In a contained child, like probes: a reward that kills its process is a diagnostic to repair.
+            contained = run_contained(dry_run_reward, self.env, compiled, steps, self.config.seed,
+                                      limits=self.contain)
+            diagnostic = contained.diagnostic or contained.value
+            if diagnostic is not None:
+                raise MacroCompileError(REWARD_ENTRY, (diagnostic,))
         return compiled
 
 

@@ -36,8 +36,12 @@ RUNTIME_FAILURE_KINDS: tuple[str, ...] = (
     "exception",
     "mutation",
     "bad_action",
+    "crashed",
+    "disabled",
 )
-"""Kinds of runtime failures; each gets a ``macro/<name>/fail_<kind>`` statistic."""
+"""Kinds of runtime failures; each gets a ``macro/<name>/fail_<kind>`` statistic. ``crashed``: the process
+running the code died (`rlgpt.macro.contain`); ``disabled``: the code took more than its share of the step
+time and was switched off (`rlgpt.macro.budget`)."""
 
 _MAX_SOURCE_LINE = 200
 _MAX_DESCRIBED = 160

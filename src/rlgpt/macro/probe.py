@@ -21,6 +21,7 @@ from crafter import constants
 from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.runtime import run_macro
 
 _MOVES = tuple(ACTION_NAMES.index(f"move_{name}") for _, name in DIRECTIONS)
@@ -162,6 +163,17 @@ class ProbeReport:
         calls = sorted(self.calls, key=lambda c: (c.reached_goal is not False and c.outcome == "success"))
         lines = [self.summary(), *(f"  {c.line()}" for c in calls[:max_calls])]
         return "\n".join(lines)
+
+    @classmethod
+    def failed(cls, macro: str, goal: Goal | str | None, seed: int, diagnostic: Diagnostic,
+               setup: tuple[str, ...] = ()) -> ProbeReport:
+        """The report of a probe whose process failed as a whole (`rlgpt.macro.contain`: out of memory,
+        out of time, crashed): one call, of the diagnostic's kind, that reached nothing."""
+        nowhere = ProbeState((0, 0), {}, {})
+        call = ProbeCall(seed=seed, call=0, before=nowhere, after=nowhere, inventory_diff={}, unlocked=(),
+                         outcome=diagnostic.kind, steps=0, diagnostic=str(diagnostic),
+                         reached_goal=None if goal is None else False)
+        return cls(macro, None if goal is None else str(goal), (call,), {diagnostic.kind: 1}, setup)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, summary rates included."""

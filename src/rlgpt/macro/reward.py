@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,10 +20,12 @@ from types import MappingProxyType
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from rlgpt.macro.api import GameAPI
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, TimeBudget
 from rlgpt.macro.compiler import CompiledFunction, compile_function
-from rlgpt.macro.diagnostics import Diagnostic, describe_exception, locate, make_diagnostic
+from rlgpt.macro.diagnostics import Diagnostic, describe_exception, describe_value, locate, make_diagnostic
 from rlgpt.macro.runtime import find_crafter
 from rlgpt.macro.sandbox import MacroAbort, MacroLimits
 
@@ -30,6 +33,33 @@ REWARD_ENTRY = "reward"
 """Name of the dense reward function the fast agent writes."""
 REWARD_SIGNATURE = "def reward(game, prev):"
 """Its signature, as shown to the model."""
+MAX_ABS_REWARD = 1e6
+"""Largest dense reward magnitude accepted from one call. Beyond it a value is almost surely a bug, and it
+would swamp the task reward (or overflow to inf once scaled and summed over a macro call)."""
+
+
+def reward_value(value: object) -> tuple[float, str | None]:
+    """``(float, None)`` for a finite number in ``[-MAX_ABS_REWARD, MAX_ABS_REWARD]``; ``(0.0, why)`` for
+    anything else: any type, any size (an int too large for a float, NaN, inf, a str, a bool, a container,
+    an object with ``__float__``). Never raises, and calls no method of ``value``: only exact ``int`` and
+    ``float`` are converted (``int.bit_length`` first, so a huge int never reaches ``float()``)."""
+    if isinstance(value, np.integer | np.floating):
+        value = value.item()  # numpy's own scalars (the API's arrays), converted by numpy
+    kind = type(value)
+    if kind is int:
+        if value.bit_length() > 64:  # type: ignore[attr-defined]
+            return 0.0, f"reward() returned an int of {value.bit_length()} bits; return a small finite number"  # type: ignore[attr-defined]
+        number = float(value)  # type: ignore[arg-type]
+    elif kind is float:
+        number = value  # type: ignore[assignment]
+        if not math.isfinite(number):
+            return 0.0, f"reward() returned {number!r}; return a finite number"
+    else:
+        shown = describe_value(value, 60) if kind in (str, type(None), bool) else f"a {kind.__name__}"
+        return 0.0, f"reward() returned {shown}; return a finite number (int or float)"
+    if abs(number) > MAX_ABS_REWARD:
+        return 0.0, f"reward() returned {number:.3g}; keep it within +-{MAX_ABS_REWARD:g}"
+    return number, None
 
 
 @dataclass(frozen=True)
@@ -109,12 +139,10 @@ class RewardFunction:
             value = self._func(game, prev)
         except (Exception, MacroAbort) as exc:
             return 0.0, self._diagnostic(exc)
-        if type(value) is bool or not isinstance(value, int | float) or not math.isfinite(value):
-            scalar = isinstance(value, int | float | str | type(None))
-            shown = repr(value)[:60] if scalar else type(value).__name__
-            return 0.0, make_diagnostic("exception", f"reward() returned {shown}; return a finite number",
-                                        self.compiled.source, None, None)
-        return float(value), None
+        number, problem = reward_value(value)
+        if problem is not None:
+            return 0.0, make_diagnostic("exception", problem, self.compiled.source, None, None)
+        return number, None
 
 
 class DenseRewardWrapper(gymnasium.Wrapper):
@@ -124,7 +152,8 @@ class DenseRewardWrapper(gymnasium.Wrapper):
 
     def __init__(self, env: gymnasium.Env, reward: CompiledFunction | str, scale: float = 1.0,
                  limits: MacroLimits | None = None, seed: int | None = None,
-                 keep_diagnostics: int = 32) -> None:
+                 keep_diagnostics: int = 32, max_time_share: float = DEFAULT_MAX_SHARE,
+                 budget_grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
         super().__init__(env)
         compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
         self.reward_fn = RewardFunction(compiled)
@@ -136,10 +165,13 @@ class DenseRewardWrapper(gymnasium.Wrapper):
         """Reward calls over the wrapper's lifetime."""
         self.diagnostics: deque[Diagnostic] = deque(maxlen=keep_diagnostics)
         """Most recent failures."""
+        self.budget = TimeBudget("the dense reward", max_time_share, budget_grace_seconds)
+        """The reward code's time against the game's steps; past its share the reward is switched off (0)."""
         self._prev: GameSnapshot | None = None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the env and snapshot the first state."""
+        self.budget.new_episode()
         out = self.env.reset(**kwargs)
         self._prev = GameSnapshot.of(self.game)
         return out
@@ -148,9 +180,16 @@ class DenseRewardWrapper(gymnasium.Wrapper):
         """One primitive step plus its dense reward."""
         if self._prev is None:
             raise RuntimeError("DenseRewardWrapper.step called before reset()")
+        start = time.perf_counter()
         obs, reward, terminated, truncated, info = self.env.step(action)
-        value, diagnostic = self.reward_fn(self.game, self._prev)
-        self._prev = GameSnapshot.of(self.game)
+        if self.budget.disabled is None:
+            middle = time.perf_counter()
+            value, diagnostic = self.reward_fn(self.game, self._prev)
+            self._prev = GameSnapshot.of(self.game)
+            end = time.perf_counter()
+            diagnostic = self.budget.charge(end - middle, end - start) or diagnostic
+        else:
+            value, diagnostic = 0.0, None  # switched off: its diagnostic was recorded when it happened
         self.calls += 1
         info = dict(info)
         info["dense_reward"] = self.scale * value

@@ -10,6 +10,7 @@ macro code escapes: every failure becomes a `Diagnostic`.
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import crafter
 import gymnasium
 
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, TimeBudget
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import (
     RUNTIME_FAILURE_KINDS,
@@ -276,6 +278,20 @@ class MacroStats:
         return out
 
 
+class _StepClock(gymnasium.Wrapper):
+    """The env as a macro steps it, adding up the seconds spent in the game's own steps."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.seconds = 0.0
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        start = time.perf_counter()
+        out = self.env.step(action)
+        self.seconds += time.perf_counter() - start
+        return out
+
+
 class MacroActionWrapper(gymnasium.Wrapper):
     """Action space = the env's primitives followed by compiled macros (one action each).
 
@@ -293,6 +309,8 @@ class MacroActionWrapper(gymnasium.Wrapper):
         limits: MacroLimits | None = None,
         seed: int | None = None,
         keep_diagnostics: int = 32,
+        max_time_share: float = DEFAULT_MAX_SHARE,
+        budget_grace_seconds: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         super().__init__(env)
         if not 0.0 < gamma <= 1.0:
@@ -316,6 +334,10 @@ class MacroActionWrapper(gymnasium.Wrapper):
         """Statistics of the current episode."""
         self.diagnostics: deque[tuple[str, Diagnostic]] = deque(maxlen=keep_diagnostics)
         """Most recent (macro name, failure) pairs, for the critic."""
+        self.budgets: dict[str, TimeBudget] = {
+            n: TimeBudget(f"macro {n!r}", max_time_share, budget_grace_seconds) for n in names}
+        """Per macro: the time its own code takes against its game steps (`rlgpt.macro.budget`)."""
+        self._clock = _StepClock(env)
 
     @property
     def action_names(self) -> tuple[str, ...]:
@@ -325,6 +347,8 @@ class MacroActionWrapper(gymnasium.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the env and the per-episode statistics."""
         self.episode_stats = {n: MacroStats() for n in self.stats}
+        for budget in self.budgets.values():
+            budget.new_episode()
         return self.env.reset(**kwargs)
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -338,7 +362,20 @@ class MacroActionWrapper(gymnasium.Wrapper):
             info["macro_steps"] = 1
         else:
             macro = self.compiled[index - self.n_primitive]
-            result = run_macro(self.env, macro, self.game, self.gamma, self.max_macro_steps)
+            budget = self.budgets[macro.name]
+            if budget.disabled is not None:
+                # Switched off for using too much of the step time: the action costs one noop.
+                obs, reward, terminated, truncated, step_info = self.env.step(_NOOP)
+                result = MacroResult(obs, float(reward), terminated, truncated, step_info, 1, "disabled",
+                                     budget.disabled)
+            else:
+                clock = self._clock
+                game_seconds, start = clock.seconds, time.perf_counter()
+                result = run_macro(clock, macro, self.game, self.gamma, self.max_macro_steps)
+                total = time.perf_counter() - start
+                disabled = budget.charge(total - (clock.seconds - game_seconds), total)
+                if disabled is not None:
+                    self.diagnostics.append((macro.name, disabled))
             obs, reward, terminated, truncated = (
                 result.obs,
                 result.reward,
@@ -355,7 +392,8 @@ class MacroActionWrapper(gymnasium.Wrapper):
             }
             self.stats[macro.name].record(result)
             self.episode_stats[macro.name].record(result)
-            if result.diagnostic is not None:
+            if result.diagnostic is not None and result.outcome != "disabled":
+                # (A disabled macro's diagnostic was kept once, when it was switched off.)
                 self.diagnostics.append((macro.name, result.diagnostic))
         if terminated or truncated:
             extra = dict(info.get("episode_extra_stats", {}))

@@ -109,6 +109,8 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         "rlgpt_start_pool": cfg.env.start_pool or "",
         "rlgpt_options": ",".join(cfg.options),
         "rlgpt_macro_memory_mb": cfg.macros.memory_limit_mb,
+        "rlgpt_max_time_share": cfg.macros.max_time_share,
+        "rlgpt_budget_grace_seconds": cfg.macros.budget_grace_seconds,
         "rlgpt_reward": setup.reward_code,
         "rlgpt_observation": ",".join(setup.observation),
         "rlgpt_learner_core": learner_core(cfg, backend),

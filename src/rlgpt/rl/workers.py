@@ -380,22 +380,29 @@ class StopDeadline(threading.Thread):
 _limited_pid: int | None = None
 
 
+def limit_worker_memory(cfg: Any) -> None:
+    """In a Sample Factory env worker that runs generated code (macros or a dense reward), apply the memory
+    backstop once per process; a no-op elsewhere (a process-wide limit would cap the caller)."""
+    global _limited_pid
+    if not is_sf_child_process() or _limited_pid == os.getpid():
+        return
+    _limited_pid = os.getpid()
+    limit = set_memory_limit(int(getattr(cfg, "rlgpt_macro_memory_mb", 0) or 0))
+    if limit is not None:
+        from sample_factory.utils.utils import log
+
+        log.debug("env worker %d: data segment limited to %d MiB (RLIMIT_DATA)", os.getpid(), limit >> 20)
+
+
 def protect_macro_env(env: gym.Env, cfg: Any) -> gym.Env:
     """In a Sample Factory env worker, apply the memory backstop (once per process) and mark running macros.
 
     ``env`` is the `MacroActionWrapper`; ``cfg`` the Sample Factory config. Elsewhere (evaluation in the
     caller's own process, tests) ``env`` is returned as is: a process-wide limit there would cap the caller.
     """
-    global _limited_pid
     if not is_sf_child_process():
         return env
-    if _limited_pid != os.getpid():
-        _limited_pid = os.getpid()
-        limit = set_memory_limit(int(getattr(cfg, "rlgpt_macro_memory_mb", 0) or 0))
-        if limit is not None:
-            from sample_factory.utils.utils import log
-
-            log.debug("env worker %d: data segment limited to %d MiB (RLIMIT_DATA)", os.getpid(), limit >> 20)
+    limit_worker_memory(cfg)
     from sample_factory.utils.utils import experiment_dir
 
     return MarkRunningMacro(env, process_marker(experiment_dir(cfg, mkdir=False)))

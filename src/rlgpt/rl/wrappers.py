@@ -15,12 +15,13 @@ import numpy as np
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE
 from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.options import OptionActionWrapper
-from rlgpt.rl.workers import protect_macro_env
+from rlgpt.rl.workers import limit_worker_memory, protect_macro_env
 
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
 _SEED_STRIDE = 1_000_003
@@ -160,6 +161,13 @@ def is_hwc_image(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.shape[-1] <= 4
 
 
+def time_budget(cfg: Config) -> dict[str, float]:
+    """The time-budget arguments of the macro and reward wrappers (`rlgpt.macro.budget`); getattr: configs
+    of runs trained before they existed lack them."""
+    return {"max_time_share": float(getattr(cfg, "rlgpt_max_time_share", DEFAULT_MAX_SHARE)),
+            "budget_grace_seconds": float(getattr(cfg, "rlgpt_budget_grace_seconds", DEFAULT_GRACE_SECONDS))}
+
+
 def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options: Sequence[Any] = ()
                   ) -> gym.Env:
     """The wrappers a run's config puts around its task env (reward, observation, macros, `options`:
@@ -172,7 +180,8 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options:
     if reward and dense_reward:
         # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
         # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
-        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0))
+        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0), **time_budget(cfg))
+        limit_worker_memory(cfg)  # reward code runs here too: the same memory backstop as for macros
     if observation:
         env = ObservationParts(env, tuple(observation.split(",")))
     if cfg.rlgpt_macros:
@@ -183,6 +192,7 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options:
             gamma=cfg.gamma,
             max_macro_steps=cfg.rlgpt_macro_max_steps,
             seed=int(cfg.seed or 0),
+            **time_budget(cfg),
         )
         env = protect_macro_env(env, cfg)
     if options:

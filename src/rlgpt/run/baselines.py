@@ -20,6 +20,7 @@ from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
 from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
 from rlgpt.macro.compiler import MacroSource
+from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
 from rlgpt.rl.wrappers import EpisodeStats
@@ -91,33 +92,54 @@ def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
     length = cfg.train.env.episode_length or spec.episode_length
     env = EpisodeStats(MacroActionWrapper(make_task_env(spec, episode_length=length),
                                           [MacroSource(POLICY_MACRO, code)], gamma=cfg.train.ppo.gamma,
-                                          max_macro_steps=length, seed=cfg.seed), run_seed=cfg.seed)
-    results, traces, played = [], [], 0
+                                          max_macro_steps=length, seed=cfg.seed,
+                                          max_time_share=cfg.train.macros.max_time_share,
+                                          budget_grace_seconds=cfg.train.macros.budget_grace_seconds),
+                     run_seed=cfg.seed)
+    results, traces, played, failures = [], [], 0, []
+    contain = ContainLimits.from_config(cfg.train.macros)
     for episode in range(cfg.eval_episodes):
-        env.reset(seed=EVAL_SEED_BASE + cfg.seed * 1000 + episode)
-        recent: deque[str] = deque(maxlen=TRACE_STEPS)
-        while True:
-            _, _, terminated, truncated, info = env.step(env.action_space.n - 1)
-            macro = info["macro"]
-            recent.append(f"{POLICY_MACRO}[{macro['outcome']}, {macro['steps']} steps]")
-            if terminated or truncated:
-                break
-        stats = info["episode_extra_stats"]
+        # Each episode in a contained child (the code is the whole policy here): an episode whose process
+        # runs out of memory or time, or dies, scores 0 and its diagnostic is reported; the run goes on.
+        out = run_contained(_play_episode, env, EVAL_SEED_BASE + cfg.seed * 1000 + episode, limits=contain)
+        if out.diagnostic is not None:
+            failures.append(str(out.diagnostic))
+            continue
+        stats, success, recent = out.value
         played += int(stats["rollout/episode_steps"])
         results.append(stats)
-        if not info["success"] and len(traces) < TRACE_EPISODES:
+        if not success and len(traces) < TRACE_EPISODES:
             traces.append(" -> ".join(recent))
+    episodes = len(results) + len(failures)
+
+    def mean(key: str) -> float:  # failed episodes count as 0 (no success, no achievement)
+        return float(sum(s[key] for s in results) / episodes)
+
     report = {
-        "task": cfg.task, "episodes": len(results), "env_steps": 0,
-        "success_rate": float(np.mean([s["rollout/success"] for s in results])),
-        "achievement_success": {a: float(np.mean([s[f"rollout/achievement/{a}"] for s in results]))
-                                for a in ACHIEVEMENTS},
-        "mean_episode_steps": float(np.mean([s["rollout/episode_steps"] for s in results])),
-        "macro_stats": {POLICY_MACRO: macro_totals(results)},
+        "task": cfg.task, "episodes": episodes, "env_steps": 0,
+        "success_rate": mean("rollout/success"),
+        "achievement_success": {a: mean(f"rollout/achievement/{a}") for a in ACHIEVEMENTS},
+        "mean_episode_steps": float(np.mean([s["rollout/episode_steps"] for s in results] or [0.0])),
+        "macro_stats": {POLICY_MACRO: macro_totals(results)} if results else {},
         "traces": traces,
+        "failed_episodes": failures[:TRACE_EPISODES],
     }
     return {"ok": True, "error": "", "success_rate": report["success_rate"], "played_steps": played,
             "report": report}
+
+
+def _play_episode(env: Any, seed: int) -> tuple[dict[str, float], bool, list[str]]:
+    """One evaluation episode of the policy macro (called again each time it returns): the episode's
+    statistics, whether it succeeded, and the last calls' outcomes."""
+    env.reset(seed=seed)
+    recent: deque[str] = deque(maxlen=TRACE_STEPS)
+    while True:
+        _, _, terminated, truncated, info = env.step(env.action_space.n - 1)
+        macro = info["macro"]
+        recent.append(f"{POLICY_MACRO}[{macro['outcome']}, {macro['steps']} steps]")
+        if terminated or truncated:
+            break
+    return dict(info["episode_extra_stats"]), bool(info["success"]), list(recent)
 
 
 def macro_totals(episodes: list[dict[str, float]]) -> dict[str, float]:

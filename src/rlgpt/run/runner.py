@@ -70,8 +70,9 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
     else:
         client = make_client(cfg, run_dir, backend)
         from rlgpt.agents.fast import FastAgent
+        from rlgpt.macro.contain import ContainLimits
 
-        fast = FastAgent(client, cfg.agents)  # type: ignore[arg-type]
+        fast = FastAgent(client, cfg.agents, contain=ContainLimits.from_config(cfg.train.macros))  # type: ignore[arg-type]
         if cfg.mode == "code":
             from rlgpt.run.baselines import run_code
 

@@ -1,0 +1,82 @@
+"""Time budget of macros and the dense reward (issue 13): code that stays under every per-call limit but
+takes nearly all of the step time is switched off with a ``disabled`` diagnostic; ordinary code is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.macro.budget import TimeBudget
+from rlgpt.macro.compiler import MacroSource
+from rlgpt.macro.reward import DenseRewardWrapper
+from rlgpt.macro.runtime import MacroActionWrapper
+
+SLOW_STEP = "for _ in range(10):\n        x = list(range(99999))"
+"""Legal per step (15,600 fuel, well under max_seconds), ~10 ms: about 200x a Crafter step."""
+
+
+def test_budget_arithmetic() -> None:
+    budget = TimeBudget("macro 'm'", max_share=0.5, grace_seconds=1.0)
+    assert budget.charge(0.9, 0.9) is None  # all code, but within the grace
+    assert budget.charge(0.05, 1.0) is None  # 0.95 of 1.9 s: share 0.5, not above it
+    diagnostic = budget.charge(0.2, 0.2)
+    assert diagnostic is not None and diagnostic.kind == "disabled" and budget.disabled is diagnostic
+    assert "macro 'm' took" in diagnostic.message and "switched off" in diagnostic.message
+    assert budget.charge(1.0, 1.0) is None and budget.calls == 4  # reported once
+    with pytest.raises(ValueError):
+        TimeBudget("x", max_share=0.0)
+
+
+def test_a_macro_that_takes_the_step_time_is_disabled_and_counted() -> None:
+    slow = MacroSource("slow", "def slow(game):\n    while True:\n        for _ in range(10):\n"
+                               "            x = list(range(99999))\n        yield 'noop'\n")
+    walk = MacroSource("walk", "def walk(game):\n    for _ in range(4):\n        yield 'move_left'\n")
+    env = MacroActionWrapper(CrafterEnv(length=None), [slow, walk], max_macro_steps=4, seed=0,
+                             max_time_share=0.5, budget_grace_seconds=0.2)
+    env.reset(seed=0)
+    outcomes, lengths = [], []
+    while outcomes.count("disabled") < 5:
+        _, _, terminated, truncated, info = env.step(env.n_primitive)
+        outcomes.append(info["macro"]["outcome"])
+        lengths.append(info["macro_steps"])
+        _, _, terminated2, truncated2, _ = env.step(env.n_primitive + 1)
+        assert not (terminated or truncated or terminated2 or truncated2), "the episode ended first"
+    first = outcomes.index("disabled")
+    assert first > 0 and set(outcomes[first:]) == {"disabled"}  # it stays off
+    assert set(lengths[first:]) == {1}  # a disabled call still moves the game on one step
+    assert env.budgets["walk"].disabled is None  # the ordinary macro beside it runs on
+    assert [d.kind for name, d in env.diagnostics if name == "slow"].count("disabled") == 1
+    assert env.stats["slow"].failures["disabled"] == 5  # macro/slow/fail_disabled: what the critic reads
+
+
+def test_a_slow_reward_is_switched_off_with_a_diagnostic() -> None:
+    code = f"def reward(game, prev):\n    {SLOW_STEP}\n    return 1.0\n"
+    env = DenseRewardWrapper(CrafterEnv(length=None), code, seed=0, max_time_share=0.5,
+                             budget_grace_seconds=0.2)
+    env.reset(seed=0)
+    values = []
+    for _ in range(200):
+        _, _, _, _, info = env.step(0)
+        values.append(info["dense_reward"])
+        if env.budget.disabled is not None and len(values) > 30:
+            break
+    assert env.budget.disabled is not None
+    assert [d.kind for d in env.diagnostics] == ["disabled"]
+    first_off = values.index(0.0)
+    assert first_off > 0 and set(values[first_off:]) == {0.0} and set(values[:first_off]) == {1.0}
+
+
+def test_ordinary_code_is_not_disabled() -> None:
+    """A control-primitive macro and a reward of changes, at the default share, over several episodes."""
+    reward = 'def reward(game, prev):\n    return 0.5 * (game.inventory["wood"] - prev.inventory["wood"])\n'
+    base = DenseRewardWrapper(CrafterEnv(length=300), reward, seed=0)
+    wood = MacroSource("wood", 'def wood(game):\n    ok = yield from game.collect("wood")\n')
+    env = MacroActionWrapper(base, [wood], max_macro_steps=100, seed=0)
+    for episode in range(3):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.n_primitive)
+            done = terminated or truncated
+    assert env.budgets["wood"].calls > 3 and env.budgets["wood"].disabled is None
+    assert base.budget.disabled is None and base.budget.calls > 300
