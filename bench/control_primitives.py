@@ -77,6 +77,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("collect coal", 'game.collect("coal")', "collect_coal", "coal", {"wood_pickaxe": 1}),
     Scenario("collect iron", 'game.collect("iron")', "collect_iron", "iron", {"stone_pickaxe": 1}),
     Scenario("collect diamond", 'game.collect("diamond")', "collect_diamond", "diamond", {"iron_pickaxe": 1}),
+    # As a chain reaches them: the earlier pickaxes kept (crafter mines stone only with a wood pickaxe, so a
+    # player given the stone or iron one alone cannot dig toward an ore or into the mountain at night).
+    Scenario("collect iron (wood and stone pickaxes)", 'game.collect("iron")', "collect_iron", "iron",
+             {"wood_pickaxe": 1, "stone_pickaxe": 1}),
+    Scenario("collect diamond (all pickaxes)", 'game.collect("diamond")', "collect_diamond", "diamond",
+             {"wood_pickaxe": 1, "stone_pickaxe": 1, "iron_pickaxe": 1}),
     Scenario("drink_water", "game.drink_water()", "collect_drink", "water"),
     Scenario("collect sapling", 'game.collect("sapling")', "collect_sapling", "grass"),
     Scenario("place table", 'game.place("table")', "place_table", None, {"wood": 2}),

@@ -18,8 +18,10 @@ from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.runtime import run_macro
 
 SEEDS = range(30)
-# collect iron / diamond are below the bar (deaths in dark caves; bench/RESULTS.md): measured, not asserted.
-BELOW_BAR = {"collect iron", "collect diamond"}
+# collect iron / diamond are below the bar (deaths to the night's zombies and skeletons' arrows, ore out of
+# sight; bench/RESULTS.md): held at the level reached instead (test_iron_and_diamond_do_not_fall_back).
+BELOW_BAR = {"collect iron", "collect diamond", "collect iron (wood and stone pickaxes)",
+             "collect diamond (all pickaxes)"}
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +111,55 @@ def test_a_repeated_keyword_argument_is_a_syntax_diagnostic_not_too_complex() ->
     with pytest.raises(MacroCompileError) as caught:
         compile_macro(MacroSource("m", 'def m(game):\n    ok = yield from game.collect("wood", n=1, n=2)\n'))
     assert caught.value.diagnostics[0].kind == "syntax" and "repeated" in caught.value.diagnostics[0].message
+
+
+def _walled_in_iron(env: CrafterEnv, seed: int) -> tuple[int, int]:
+    """A stone block around the player with iron three tiles right, water on the straight line to it and
+    lava below that line: the iron is reached only by digging around both. Returns the iron tile."""
+    env.reset(seed=seed)
+    world, player = env.crafter._world, env.crafter._player
+    px, py = (int(v) for v in player.pos)
+    for obj in list(world.objects):
+        if obj is not player and abs(int(obj.pos[0]) - px) <= 6 and abs(int(obj.pos[1]) - py) <= 5:
+            world.remove(obj)
+    for x in range(px - 6, px + 7):
+        for y in range(py - 5, py + 6):
+            if (x, y) != (px, py):
+                world[(x, y)] = "stone"
+    world[(px, py)] = "path"
+    world[(px + 1, py)] = world[(px + 2, py)] = "water"
+    world[(px + 1, py + 1)] = world[(px + 2, py + 1)] = "lava"
+    world[(px + 3, py)] = "iron"
+    # crafter mines stone only with a wood pickaxe
+    player.inventory["stone_pickaxe"] = player.inventory["wood_pickaxe"] = 1
+    return px + 3, py
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_collect_digs_around_water_and_lava_to_a_walled_in_ore(seed, env) -> None:
+    # Digging straight at the ore stopped at the water (measured: out of steps two tiles from the iron); the
+    # route is a cheapest path over the view that digs stone and never steps on water or lava.
+    iron = _walled_in_iron(env, seed)
+    code = ('def m(game):\n    ok = yield from game.collect("iron", max_steps=40)\n'
+            '    yield "noop" if ok else "do"\n')
+    macro = compile_macro(MacroSource("m", code))
+    game = GameAPI(env.crafter, random.Random(seed))
+    result = run_macro(env, macro, game, gamma=1.0, max_steps=50)
+    assert result.outcome == "success" and game.achievements["collect_iron"] == 1
+    assert env.crafter._world[iron][0] == "path" and game.health > 0
+
+
+def test_iron_and_diamond_do_not_fall_back(env) -> None:
+    # Below the 0.9 bar (bench/RESULTS.md: deaths to the night's zombies and skeletons' arrows, ore out of
+    # sight) but held at the level the explorer reached, so a change that loses ground fails here.
+    rows = {s.name: s for s in SCENARIOS if s.name in BELOW_BAR}
+    reached, counted = run_scenario(rows["collect iron"], SEEDS, env)
+    assert counted >= 20 and reached / counted >= 0.35, f"collect iron: {reached}/{counted}"
+    reached, counted = run_scenario(rows["collect diamond"], SEEDS, env)
+    assert counted >= 8 and reached >= 3, f"collect diamond: {reached}/{counted}"
+    # With the wood pickaxe a chain keeps, the explorer digs into the mountain (0.80 -> 0.89 iron, 0.52 ->
+    # 0.69 diamond over 100 seeds against the straight digger and the kept heading).
+    reached, counted = run_scenario(rows["collect iron (wood and stone pickaxes)"], SEEDS, env)
+    assert counted >= 20 and reached / counted >= 0.7, f"collect iron with pickaxes: {reached}/{counted}"
+    reached, counted = run_scenario(rows["collect diamond (all pickaxes)"], SEEDS, env)
+    assert counted >= 8 and reached / counted >= 0.7, f"collect diamond with pickaxes: {reached}/{counted}"

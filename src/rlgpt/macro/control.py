@@ -23,6 +23,7 @@ local view, at most its 63 tiles).
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
@@ -54,6 +55,21 @@ _HOSTILE = ("zombie", "skeleton")
 _LOW = 3
 """Drink or food at which a walk stops to drink or eat (of 9)."""
 _FULL = constants.items["drink"]["max"]
+_MINED = frozenset(m for m, info in _COLLECT.items() if info["require"])
+"""Materials that need a tool to collect (stone, coal, iron, diamond)."""
+_MOUNTAIN = _MINED | {"path"}
+"""What mountains are made of in crafter's world: the mined materials and the tunnels and caves in them."""
+_NIGHT = 0.5
+"""Daylight below which zombies crowd the grass (crafter keeps up to 3.5 - 3 * daylight per grassy chunk)."""
+_ZOMBIE_GROUND = ("grass",)
+"""Where crafter spawns zombies."""
+_THREAT = 5
+"""Distance within which a zombie or skeleton makes an explorer weigh its heading again every step (a
+skeleton shoots from 5 tiles, a zombie walks toward the player from 8)."""
+_HEADING_STEPS = 6
+"""Steps an explorer keeps a chosen heading before weighing the directions again."""
+_LOOKAHEAD = 4
+"""Depth (tiles) of the band beyond the view's edge whose unseen tiles make a heading worth taking."""
 
 
 class _Clock:
@@ -95,20 +111,87 @@ def _count(game: GameAPI, achievement: str) -> int:
 # ------------------------------------------------------------------------------------------ moving around
 
 
-def _explore_step(game: GameAPI, heading: list[tuple[int, int]]) -> str:
-    """One exploring move: keep the current heading while its next tile is free, else turn to a random
-    free direction (never onto lava or water: `is_walkable` excludes them), else any random move."""
-    x, y = game.pos
-    dx, dy = heading[0]
-    if game.is_walkable((x + dx, y + dy)) and game.random() > 0.05:
-        return _MOVES[heading[0]]
-    free = [d for d in _MOVES if game.is_walkable((x + d[0], y + d[1])) and d != (-dx, -dy)]
-    if not free:
-        free = [d for d in _MOVES if game.is_walkable((x + d[0], y + d[1]))]
-    if free:
-        heading[0] = free[int(game.random() * len(free)) % len(free)]
-        return _MOVES[heading[0]]
-    return game.random_move()
+class _Explorer:
+    """Exploring moves that do not wander in circles: it remembers the tiles it has had in view during the
+    call and heads (for a few steps at a time) where the most unseen tiles lie just beyond the view, around
+    water and lava. Looking for a material that needs a tool (stone, coal, iron, diamond: crafter makes
+    them in mountains, with their tunnels and caves) it also leans toward the mountain tiles in view and
+    digs through stone when it can. Measured: a heading kept until blocked walked the same meadow for 200
+    steps while iron lay 30 steps away, and died there to the night's zombies."""
+
+    __slots__ = ("heading", "seen", "mountain", "left")
+
+    def __init__(self, game: GameAPI, kind: str | None = None) -> None:
+        moves = list(_MOVES)
+        self.heading = moves[int(game.random() * 4) % 4]
+        self.seen: set[tuple[int, int]] = set()
+        self.mountain = kind in _MINED
+        self.left = 0
+
+    def step(self, game: GameAPI) -> str:
+        (x0, y0), (x1, y1) = game.view_bounds
+        self.seen.update((x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1))
+        if self.left <= 0 or self._go(game, self.heading) is None or _hostile_near(game):
+            self.heading = self._choose(game)
+            self.left = _HEADING_STEPS
+        self.left -= 1
+        return self._go(game, self.heading) or game.random_move()
+
+    def _choose(self, game: GameAPI) -> tuple[int, int]:
+        (x0, y0), (x1, y1) = game.view_bounds
+        px, py = game.pos
+        mountain = [t for t in _tiles(game) if self.mountain and game.material_at(t) in _MOUNTAIN]
+        night = self.mountain and game.daylight < _NIGHT
+        hostile = [t for kind in _HOSTILE for t in game.find(kind)]
+        best, best_score = self.heading, None
+        for dx, dy in _MOVES:
+            if self._go(game, (dx, dy)) is None:
+                continue
+            if dx:
+                xs = range(x1 + 1, x1 + 1 + _LOOKAHEAD) if dx > 0 else range(x0 - _LOOKAHEAD, x0)
+                band = [(x, y) for x in xs for y in range(y0, y1 + 1)]
+            else:
+                ys = range(y1 + 1, y1 + 1 + _LOOKAHEAD) if dy > 0 else range(y0 - _LOOKAHEAD, y0)
+                band = [(x, y) for x in range(x0, x1 + 1) for y in ys]
+            unseen = sum(t not in self.seen for t in band) / len(band)
+            ahead = sum((tx - px) * dx + (ty - py) * dy > 0 for tx, ty in mountain) / 16
+            if night:  # zombies spawn and walk on grass: the mountain is where the night is survived
+                ahead *= 3
+                ahead -= 0.5 * (game.material_at((px + dx, py + dy)) in _ZOMBIE_GROUND)
+            toward = sum((tx - px) * dx + (ty - py) * dy > 0 for tx, ty in hostile)
+            keep = 0.2 if (dx, dy) == self.heading else 0.0
+            score = unseen + ahead - 0.5 * toward + 0.3 * game.random() + keep
+            if best_score is None or score > best_score:
+                best, best_score = (dx, dy), score
+        return best
+
+    def _go(self, game: GameAPI, d: tuple[int, int]) -> str | None:
+        """The action that makes progress along `d`: step, dig (mountain mode), or the first move of a walk
+        to a visible tile at least two tiles further along `d`; None when none does."""
+        (x, y), (dx, dy) = game.pos, d
+        nxt = (x + dx, y + dy)
+        if game.is_walkable(nxt):
+            return _MOVES[d]
+        if self.mountain and _diggable(game, nxt):
+            return "do" if game.is_facing(nxt) else _MOVES[d]
+        step = _stand_step(game, lambda t: (t[0] - x) * dx + (t[1] - y) * dy >= 2)
+        return step or None
+
+
+def _hostile_near(game: GameAPI) -> bool:
+    return any(game.distance(t) <= _THREAT for kind in _HOSTILE for t in game.find(kind)[:1])
+
+
+def _tiles(game: GameAPI) -> list[tuple[int, int]]:
+    (x0, y0), (x1, y1) = game.view_bounds
+    return [(x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)]
+
+
+def _diggable(game: GameAPI, tile: tuple[int, int]) -> bool:
+    """Whether ``do`` on `tile` would leave a walkable tile there (stone with a pickaxe, ...)."""
+    info = _COLLECT.get(game.material_at(tile) or "")
+    return (info is not None and info["leaves"] in _WALKABLE and not missing(game, info["require"])
+            and game.object_at(tile) is None)
 
 
 def _defend(game: GameAPI) -> str | None:
@@ -144,18 +227,13 @@ def _upkeep(game: GameAPI, need: list[str | None]) -> str | None:
     return action or "do"
 
 
-def _first_heading(game: GameAPI) -> list[tuple[int, int]]:
-    moves = list(_MOVES)
-    return [moves[int(game.random() * 4) % 4]]
-
-
 def _explore(game: GameAPI, kind: str, clock: _Clock) -> Actions:
-    heading, need = _first_heading(game), [None]
+    explorer, need = _Explorer(game, kind), [None]
     while clock.left > 0:
         if game.nearest(kind) is not None:
             return True
         clock.tick()
-        yield _defend(game) or _upkeep(game, need) or _explore_step(game, heading)
+        yield _defend(game) or _upkeep(game, need) or explorer.step(game)
     return game.nearest(kind) is not None
 
 
@@ -183,21 +261,42 @@ def _approach(game: GameAPI, kind: str, keep: tuple[int, int] | None = None
 
 
 def _dig_step(game: GameAPI, tile: tuple[int, int]) -> str | None:
-    """One step straight toward `tile` through what the player can mine: move where the next tile is
-    free, face it and ``do`` where it holds a material the player can collect and that leaves a walkable
-    tile (stone with a pickaxe, a tree). None when neither works along any closer direction."""
-    (x, y), (tx, ty) = game.pos, tile
-    sx, sy = (tx > x) - (tx < x), (ty > y) - (ty < y)
-    ways = [(sx, 0), (0, sy)] if abs(tx - x) >= abs(ty - y) else [(0, sy), (sx, 0)]  # longer axis first
-    ways = [d for d in ways if d != (0, 0)]
-    for dx, dy in ways:
-        nxt = (x + dx, y + dy)
-        if game.is_walkable(nxt):
-            return _MOVES[(dx, dy)]
-        info = _COLLECT.get(game.material_at(nxt) or "")
-        if info is not None and info["leaves"] in _WALKABLE and not missing(game, info["require"]) \
-                and game.object_at(nxt) is None:
-            return "do" if game.is_facing(nxt) else _MOVES[(dx, dy)]
+    """First action of the cheapest way over visible tiles to face `tile`, walking (1 step a tile) and
+    digging through what the player can mine and that leaves a walkable tile (2 steps: ``do``, then the
+    move; stone with a pickaxe). Water, lava, trees and stations are gone around. None when no such way
+    reaches a tile next to `tile`. Measured: digging straight at a seen ore stopped at the first pool or
+    lava on the line, and ran out of steps two tiles from the iron."""
+    start = game.pos
+    night = game.daylight < _NIGHT  # a tunnel through stone over a walk across the zombies' grass
+    goals = {(tile[0] + dx, tile[1] + dy) for dx, dy in _MOVES}
+    cost = {start: 0}
+    first: dict[tuple[int, int], str] = {start: ""}
+    heap = [(0, 0, start)]
+    order = 0
+    while heap:
+        c, _, (x, y) = heapq.heappop(heap)
+        if c > cost[(x, y)]:
+            continue
+        if (x, y) in goals:
+            if (x, y) == start:
+                return game.face(tile)
+            return first[(x, y)]
+        for (dx, dy), move in _MOVES.items():
+            nxt = (x + dx, y + dy)
+            if game.is_walkable(nxt):
+                step = 3 if night and game.material_at(nxt) in _ZOMBIE_GROUND else 1
+            elif _diggable(game, nxt):
+                step = 2
+            else:
+                continue
+            if c + step < cost.get(nxt, 1 << 30):
+                cost[nxt] = c + step
+                if (x, y) == start:
+                    first[nxt] = ("do" if game.is_facing(nxt) else move) if step == 2 else move
+                else:
+                    first[nxt] = first[(x, y)]
+                order += 1
+                heapq.heappush(heap, (c + step, order, nxt))
     return None
 
 
@@ -223,7 +322,7 @@ def _stand_step(game: GameAPI, good: Callable[[tuple[int, int]], bool]) -> str |
 
 
 def _walk_to(game: GameAPI, kind: str, clock: _Clock) -> Actions:
-    heading, need = _first_heading(game), [None]
+    explorer, need = _Explorer(game, kind), [None]
     tile: tuple[int, int] | None = None
     while clock.left > 0:
         care = _defend(game) or _upkeep(game, need)
@@ -232,7 +331,7 @@ def _walk_to(game: GameAPI, kind: str, clock: _Clock) -> Actions:
             if tile is not None and action is None:
                 return True  # facing it
         clock.tick()
-        yield care or action or _explore_step(game, heading)
+        yield care or action or explorer.step(game)
     tile, action = _approach(game, kind)
     return tile is not None and action is None
 
@@ -301,12 +400,12 @@ def _place(game: GameAPI, item: str, clock: _Clock) -> Actions:
     achievement = f"place_{item}"
     before = _count(game, achievement)
     where = tuple(info["where"])
-    heading = _first_heading(game)
+    explorer = _Explorer(game)
     while clock.left > 0 and _count(game, achievement) == before:
         spot = _place_spot(game, where)
         clock.tick()
         if spot is None:
-            yield _explore_step(game, heading)
+            yield explorer.step(game)
         elif game.is_facing(spot):
             yield f"place_{item}"
             if _count(game, achievement) == before and missing(game, info["uses"]):
