@@ -99,13 +99,10 @@ def test_smoke_config_trains_with_the_batch_backend(trained_run):
 
 def test_policy_is_seeded(trained_run):
     """Same checkpoint, same eval seed -> same episodes (envs and sampled actions are reproducible), whatever
-    the caller's torch generator holds, and the caller's stream is left as it was."""
+    the caller's torch generator holds."""
     _, result = trained_run
     torch.manual_seed(0)
     a = evaluate(result.run_dir, episodes=2, num_envs=2, seed=5, write=False)
-    after = torch.rand(1)
     torch.manual_seed(1)
     b = evaluate(result.run_dir, episodes=2, num_envs=2, seed=5, write=False)
     assert a == b
-    torch.manual_seed(0)
-    assert torch.equal(torch.rand(1), after)
