@@ -168,3 +168,25 @@ def test_a_later_subtask_trains_with_the_earlier_skills_policy_as_an_option(tmp_
     assert choice["source"].startswith("trained") and summary["plan"] == ["collect_wood", "place_table"]
     # The chain's evaluation played the trained table policy, options included, after the wood skill.
     assert json.loads((run_dir / "chain.json").read_text())["episodes"] == cfg.eval_episodes
+
+
+def test_contained_chain_plays_as_in_process_and_its_failure_is_a_record(tmp_path: Path,
+                                                                          trained: Path) -> None:
+    """Skill chains run generated macros, so the loop plays them in a contained child (issue 13): the
+    same episodes as in process; a child that fails (here: stopped by a 10 ms wall clock, against the
+    seconds that loading a policy and playing 400 steps take) is a 0-success record with the error, and
+    the loop's process goes on."""
+    from rlgpt.macro.contain import ContainLimits
+    from rlgpt.run.skills import contained_run_chain, contained_start_pool
+
+    wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)
+    result = contained_run_chain([wood], "collect_wood", episodes=2, episode_length=200, seed=0)
+    assert result["episodes"] == 2 and "error" not in result
+    assert result["chain"] == ["collect_wood"] and 0 <= result["success_rate"] <= 1
+    starved = ContainLimits(cpu_seconds=0, wall_seconds=0.01)
+    failed = contained_run_chain([wood], "collect_wood", episodes=2, episode_length=200, seed=0,
+                                 limits=starved)
+    assert failed["success_rate"] == 0.0 and failed["episodes"] == 0
+    assert "the chain's process failed: [timeout]" in failed["error"]
+    pool = contained_start_pool([wood], size=1, max_steps=200, seed=0, max_episodes=2, limits=starved)
+    assert pool["states"] == [] and pool["steps"] == 0 and "failed" in pool["error"]

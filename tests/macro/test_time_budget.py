@@ -76,7 +76,9 @@ def test_ordinary_code_is_not_disabled() -> None:
         env.reset(seed=episode)
         done = False
         while not done:
-            _, _, terminated, truncated, _ = env.step(env.n_primitive)
+            _, _, terminated, truncated, info = env.step(env.n_primitive)
             done = terminated or truncated
+        # The episode's seconds of macro code reach the statistics (and, through them, the critic).
+        assert 0 < info["episode_extra_stats"]["macro/wood/code_seconds"] <= env.budgets["wood"].code_seconds
     assert env.budgets["wood"].calls > 3 and env.budgets["wood"].disabled is None
     assert base.budget.disabled is None and base.budget.calls > 300

@@ -399,5 +399,7 @@ class MacroActionWrapper(gymnasium.Wrapper):
             extra = dict(info.get("episode_extra_stats", {}))
             for name, stats in self.episode_stats.items():
                 extra.update(stats.flat(name))
+                # Seconds of the macro's own code this episode (its time budget's count, for the critic).
+                extra[f"macro/{name}/code_seconds"] = self.budgets[name].episode_code_seconds
             info["episode_extra_stats"] = extra
         return obs, reward, terminated, truncated, info

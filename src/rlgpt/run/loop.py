@@ -34,7 +34,7 @@ from rlgpt.macro.probe import ProbeReport
 from rlgpt.run import layout, rundir
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.records import job_record, result_record, step
-from rlgpt.run.skills import Skill, SkillLibrary, chain_start_pool, run_chain
+from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.tracking import LoopProgress
 
 
@@ -202,8 +202,9 @@ class Loop:
                           "start_states": starts["reached"], "critic": "",
                           "macros": [m["name"] for m in (skill or {}).get("macros", [])]})
         self.progress.phase("chain", len(subtasks) - 1, task)
-        evaluation = step(run_dir / layout.CHAIN_JSON, run_chain, chain, task, self.cfg.eval_episodes,
-                          self.cfg.train.env.episode_length, self.cfg.seed)
+        evaluation = step(run_dir / layout.CHAIN_JSON, contained_run_chain, chain, task,
+                          self.cfg.eval_episodes, self.cfg.train.env.episode_length, self.cfg.seed,
+                          chain_limits(self.cfg.train.macros))
         return result_record(self.cfg, task, "rlgpt", steps, used, evaluation, parts, best="chain",
                              plan=[s.name for s in subtasks])
 
@@ -211,15 +212,16 @@ class Loop:
         """The start states of the subtask after `chain`: its skills played from fresh worlds, the states
         where all reached their goals saved to ``start_pool.pkl`` (``pool`` None when none did: the subtask
         then trains from fresh worlds). Every step played is reported in ``steps``."""
-        found = chain_start_pool(chain, self.cfg.chain_starts, self.cfg.train.env.episode_length or 1000,
-                                 seed=self.cfg.seed)
+        # The skills run generated macros: in a contained child (its failure: no states, and the error).
+        found = contained_start_pool(chain, self.cfg.chain_starts, self.cfg.train.env.episode_length or 1000,
+                                     seed=self.cfg.seed, limits=chain_limits(self.cfg.train.macros))
         pool = None
         if found["states"]:
             sub_dir.mkdir(parents=True, exist_ok=True)
             save_pool(sub_dir / layout.START_POOL_FILE, found["states"])
             pool = str(sub_dir / layout.START_POOL_FILE)
         return {"pool": pool, "steps": found["steps"], "reached": found["reached"],
-                "episodes": found["episodes"]}
+                "episodes": found["episodes"], **({"error": found["error"]} if "error" in found else {})}
 
     def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
                    start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.rl.stored_policy import StoredPolicy
 from rlgpt.run import layout, rundir
 
@@ -219,6 +220,48 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
             "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(stages)),
             "mean_episode_steps": float(np.mean(lengths)), "chain": [s.task for s in skills],
             "traces": traces}
+
+
+def _single_threaded(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with torch on one thread: a forked child must not enter the OpenMP pool of its parent
+    (GNU OpenMP hangs in a child whose parent used it)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return fn(*args)
+
+
+def chain_limits(macros: Any) -> ContainLimits:
+    """The OS limits of a contained chain (`contained_run_chain`, `contained_start_pool`): the run's memory
+    cap (``macros.memory_limit_mb``); no CPU or short wall-clock cap, since a chain legitimately plays many
+    long episodes and each macro call in it is bounded by the sandbox and the time budget already."""
+    return ContainLimits(memory_mb=macros.memory_limit_mb, cpu_seconds=0, wall_seconds=7 * 24 * 3600.0)
+
+
+def contained_run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length: int | None,
+                        seed: int = 0, limits: ContainLimits | None = None) -> dict[str, Any]:
+    """`run_chain` in a contained child process (the skills run generated macros): when that process fails
+    (out of memory, killed, crashed), a record of 0 success with the diagnostic under ``error``."""
+    out = run_contained(_single_threaded, run_chain, skills, task, episodes, episode_length, seed,
+                        limits=limits)
+    if out.diagnostic is None:
+        return out.value
+    return {"task": task, "episodes": 0, "success_rate": 0.0, "achievement_success": {},
+            "mean_stages_completed": 0.0, "mean_episode_steps": 0.0, "chain": [s.task for s in skills],
+            "traces": [], "error": f"the chain's process failed: {out.diagnostic}"}
+
+
+def contained_start_pool(skills: Sequence[Skill], size: int, max_steps: int, seed: int = 0,
+                         max_episodes: int | None = None, limits: ContainLimits | None = None
+                         ) -> dict[str, Any]:
+    """`chain_start_pool` in a contained child process: when that process fails, no states (the subtask
+    trains from fresh worlds) and the diagnostic under ``error``."""
+    out = run_contained(_single_threaded, chain_start_pool, skills, size, max_steps, seed, max_episodes,
+                        limits=limits)
+    if out.diagnostic is None:
+        return out.value
+    return {"states": [], "steps": 0, "episodes": 0, "reached": 0,
+            "error": f"the chain's process failed: {out.diagnostic}"}
 
 
 PREFIX_SEED_BASE = 7_000_000
