@@ -122,3 +122,16 @@ def test_dense_reward_wrapper_survives_hostile_values(body: str) -> None:
         _, reward, _, _, info = env.step(0)
         assert math.isfinite(reward)
     assert env.calls == 3
+
+
+@pytest.mark.parametrize("code", [
+    "def reward(game, prev):\n    return " + "(" * 5000 + "1" + ")" * 5000 + "\n",  # past the parser's depth
+    "def reward(game, prev):\n    return " + "-" * 300 + "1\n",  # deep, yet parsable: bounded by the compiler
+    "def reward(game, prev):\n    return round(1.0, ndigits=1, ndigits=2)\n",  # a repeated keyword
+    "def reward(game, prev):\n    return 0\x00\n",
+    b"def reward(game, prev): return 0",
+])
+def test_reward_code_of_any_shape_is_a_diagnostic(code) -> None:
+    with pytest.raises(MacroCompileError) as caught:
+        compile_reward(code)
+    assert caught.value.diagnostics[0].kind in ("syntax", "too_deep")

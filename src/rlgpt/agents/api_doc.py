@@ -12,8 +12,8 @@ from typing import Any
 from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS
 from rlgpt.macro import control
 from rlgpt.macro.api import API_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI
-from rlgpt.macro.compiler import SAFE_METHODS
 from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES
+from rlgpt.macro.validate import SAFE_METHODS
 
 API_LEVELS = ("basic", "skills")
 """What the prompt documents: ``basic`` (queries and moves only) or ``skills`` (also the control primitives,

@@ -1,0 +1,414 @@
+"""Phase 1 of compiling generated code: parse and validate against an allow-list over the AST.
+
+Only the node types, builtin names and attribute names listed here pass; everything else (imports,
+``_``-prefixed names and attributes (the bare ``_`` is an ordinary local), ``getattr``/``eval``/``open``...,
+classes, ``global``/``nonlocal``, ``with``, bare ``except``, escaping lambdas, attribute writes, slice stores
+other than ``x[a:b] = value``, ``*``/``**`` unpacking, computed f-string format specs) is rejected with one
+`Diagnostic` per violation. Any input, of any size or nesting, gives diagnostics, never an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from rlgpt.macro import control
+from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS
+from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
+from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, MacroLimits
+
+_ALLOWED_NODES: tuple[type[ast.AST], ...] = (
+    ast.Module,
+    ast.FunctionDef,
+    ast.arguments,
+    ast.arg,
+    ast.Return,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.For,
+    ast.While,
+    ast.If,
+    ast.Break,
+    ast.Continue,
+    ast.Pass,
+    ast.Expr,
+    ast.Try,
+    ast.ExceptHandler,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Lambda,
+    ast.IfExp,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.comprehension,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Compare,
+    ast.Call,
+    ast.keyword,
+    ast.FormattedValue,
+    ast.JoinedStr,
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Name,
+    ast.List,
+    ast.Tuple,
+    ast.Slice,
+    ast.NamedExpr,
+    ast.Load,
+    ast.Store,
+    ast.Del,
+    ast.boolop,
+    ast.unaryop,
+    ast.cmpop,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.LShift,
+    ast.RShift,
+    ast.BitOr,
+    ast.BitXor,
+    ast.BitAnd,
+)
+
+DENIED_NAMES: frozenset[str] = frozenset(
+    "exec eval compile open getattr setattr delattr hasattr globals locals vars type dir id help input "
+    "breakpoint memoryview bytearray bytes object super classmethod staticmethod property chr ord format "
+    "repr print iter aiter anext callable pow hash exit quit issubclass frozenset slice complex ascii bin "
+    "hex oct BaseException SystemExit KeyboardInterrupt GeneratorExit StopIteration".split()
+)
+"""Names refused outright with a specific message (they are also absent from the sandbox builtins)."""
+
+SAFE_METHODS: frozenset[str] = frozenset(
+    "append extend insert pop remove index count sort reverse clear get items keys values setdefault "
+    "update add discard union intersection difference issubset issuperset isdisjoint startswith "
+    "endswith split strip lower upper find isdigit isalpha".split()
+)
+"""Attribute names allowed on ordinary values (container/str methods that cannot reach internals)."""
+
+ALLOWED_ATTRIBUTES: frozenset[str] = SAFE_METHODS | API_MEMBERS
+"""Every attribute name macro code may read: `SAFE_METHODS` plus the `GameAPI` members."""
+
+_CONSTANT_TYPES = (str, int, float, bool, type(None))
+
+
+def yields(func: ast.FunctionDef) -> bool:
+    """Whether the function itself (not a nested def/lambda) contains yield."""
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.Lambda):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def syntax_diagnostic(exc: SyntaxError, code: str) -> Diagnostic:
+    message = exc.msg if type(exc.msg) is str else "invalid syntax"
+    line = exc.lineno if type(exc.lineno) is int else None
+    col = exc.offset if type(exc.offset) is int else None
+    return make_diagnostic("syntax", f"syntax error: {message}", code, line, col)
+
+
+MAX_NESTING = 100
+"""Deepest syntax-tree nesting a macro may have (typical macros stay under 30); deeper trees could
+overflow the recursive instrumentation or CPython's compiler."""
+
+
+def unparsable(code: object, limits: MacroLimits) -> Diagnostic | None:
+    """Why ``code`` cannot even be parsed (not a str, too long, a syntax error, too deep), or None."""
+    if type(code) is not str:
+        return Diagnostic("syntax", f"macro code must be a str, got {type(code).__name__}")
+    if len(code) > limits.max_source_chars:
+        return make_diagnostic(
+            "too_long",
+            f"source has {len(code)} characters (limit {limits.max_source_chars})",
+            code,
+            None,
+            None,
+        )
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return syntax_diagnostic(exc, code)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, surrogates, deep nesting
+        return make_diagnostic("syntax", f"source cannot be parsed: {type(exc).__name__}", code, None, None)
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return make_diagnostic(
+                "too_deep",
+                f"code is nested deeper than {MAX_NESTING} levels; split it into smaller expressions",
+                code,
+                getattr(node, "lineno", None),
+                None,
+            )
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
+class Validator:
+    """Collects every allow-list violation of one module."""
+
+    def __init__(self, code: str, entry: str) -> None:
+        self.code = code
+        self.entry = entry
+        self.problems: list[Diagnostic] = []
+
+    def add(self, kind: str, message: str, node: ast.AST | None) -> None:
+        line = getattr(node, "lineno", None)
+        col = getattr(node, "col_offset", None)
+        self.problems.append(
+            make_diagnostic(kind, message, self.code, line, None if col is None else col + 1)
+        )
+
+    def run(self, tree: ast.Module) -> list[Diagnostic]:
+        parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        defined = self._defined_names(tree)
+        self._check_module(tree)
+        # Children of a forbidden node are not examined: one problem per construct is enough.
+        stack: list[ast.AST] = [tree]
+        while stack:
+            node = stack.pop()
+            if self._check_node(node, parents, defined):
+                stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        self.problems.sort(key=lambda d: (d.line or 0, d.col or 0))
+        return self.problems
+
+    @staticmethod
+    def _defined_names(tree: ast.Module) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                names.add(node.id)
+            elif isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
+        return names
+
+    def _check_module(self, tree: ast.Module) -> None:
+        entry: ast.FunctionDef | None = None
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef):
+                if stmt.name == self.entry:
+                    entry = stmt
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                continue
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue
+            elif isinstance(stmt, _ALLOWED_NODES):
+                self.add(
+                    "forbidden_node",
+                    f"top level may only define functions and constants, not {type(stmt).__name__}",
+                    stmt,
+                )
+        if entry is None:
+            self.add(
+                "signature",
+                f"no top-level function named {self.entry!r}; define def {self.entry}(game):",
+                None,
+            )
+            return
+        args = entry.args
+        if len(args.posonlyargs) + len(args.args) != 1 or args.vararg or args.kwarg or args.kwonlyargs:
+            self.add("signature", f"{self.entry}() must take exactly one argument (the game API)", entry)
+        if not yields(entry):
+            self.add("signature", f"{self.entry}() must be a generator that yields action names", entry)
+
+    def _check_node(self, node: ast.AST, parents: dict[ast.AST, ast.AST], defined: set[str]) -> bool:
+        """Report what is wrong with one node; False when the node type itself is forbidden."""
+        if not isinstance(node, _ALLOWED_NODES):
+            self.add("forbidden_node", _node_message(node), node)
+            return False
+        if isinstance(node, ast.Name):
+            self._check_name(node.id, node, defined)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.slice, ast.Slice):
+                parent = parents.get(node)
+                if not (isinstance(parent, ast.Assign) and parent.targets == [node]):
+                    self.add("mutation", "slice assignment is only allowed as a plain `x[a:b] = value`", node)
+        elif isinstance(node, ast.FunctionDef):
+            if node.name.startswith("_"):
+                self.add("forbidden_name", f"names starting with '_' are not allowed: {node.name!r}", node)
+            if node.name in DENIED_NAMES:
+                self.add("forbidden_name", f"{node.name!r} is not allowed in macros", node)
+            if node.decorator_list:
+                self.add("forbidden_node", "decorators are not allowed in macros", node)
+        elif isinstance(node, ast.arg) and _private(node.arg):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {node.arg!r}", node)
+        elif isinstance(node, ast.keyword):
+            if node.arg is None:
+                self.add("forbidden_node", "'**' unpacking is not allowed in macros", node)
+            elif node.arg.startswith("_"):
+                self.add("forbidden_name", f"names starting with '_' are not allowed: {node.arg!r}", node)
+        elif isinstance(node, ast.Attribute):
+            self._check_attribute(node)
+        elif isinstance(node, ast.ExceptHandler):
+            self._check_handler(node)
+        elif isinstance(node, ast.Lambda):
+            parent = parents.get(node)
+            as_argument = (isinstance(parent, ast.Call) and node in parent.args) or isinstance(
+                parent, ast.keyword
+            )
+            if not as_argument:
+                self.add(
+                    "forbidden_node",
+                    "lambdas may only be passed directly as call arguments (e.g. key=)",
+                    node,
+                )
+        elif isinstance(node, ast.Constant) and not isinstance(node.value, _CONSTANT_TYPES):
+            self.add("forbidden_node", f"constants of type {type(node.value).__name__} are not allowed", node)
+        elif isinstance(node, ast.Dict) and any(k is None for k in node.keys):
+            self.add("forbidden_node", "'**' unpacking is not allowed in macros", node)
+        elif isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            self._check_format_spec(node)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+            if isinstance(node.target.slice, ast.Slice):
+                self.add("forbidden_node", "augmented assignment to a slice is not allowed", node)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if not isinstance(target, ast.Name | ast.Subscript):
+                    self.add("mutation", "only names and items can be deleted", target)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in control.PRIMITIVES
+              and isinstance(parents.get(node), ast.Expr | ast.Yield)):
+            # Called as a statement it does nothing; yielded, it is not an action: both are the mistake of
+            # forgetting that a control primitive is a generator of actions.
+            name = node.func.attr
+            self.add("primitive_call", f"game.{name}(...) is a generator of actions: write `yield from "
+                     f"game.{name}(...)` (it returns True when it reached its goal)", node)
+        return True
+
+    def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:
+        if _private(name):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {name!r}", node)
+        elif name in DENIED_NAMES:
+            self.add("forbidden_name", f"{name!r} is not allowed in macros", node)
+        elif name not in defined and name not in ALLOWED_BUILTIN_NAMES:
+            self.add(
+                "forbidden_name",
+                f"name {name!r} is not defined; macros may use their own names, the game argument and "
+                f"these builtins: {', '.join(sorted(ALLOWED_BUILTIN_NAMES))}",
+                node,
+            )
+
+    def _check_attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.add(
+                "mutation", f"attributes are read-only in macros; cannot assign/delete .{node.attr}", node
+            )
+        elif node.attr.startswith("_"):
+            self.add(
+                "forbidden_attribute", f"attributes starting with '_' are not allowed: .{node.attr}", node
+            )
+        elif node.attr in ACTION_NAMES:
+            # The most common mistake of small models: calling an action as a method of the game object.
+            self.add(
+                "forbidden_attribute",
+                f".{node.attr} is not a game method; actions are yielded as strings: yield {node.attr!r}",
+                node,
+            )
+        elif node.attr not in ALLOWED_ATTRIBUTES:
+            self.add(
+                "forbidden_attribute",
+                f".{node.attr} is not allowed; use the game API members or basic list/dict/set/str methods",
+                node,
+            )
+
+    def _check_handler(self, node: ast.ExceptHandler) -> None:
+        if node.name is not None and _private(node.name):
+            self.add("forbidden_name", f"names starting with '_' are not allowed: {node.name!r}", node)
+        if node.type is None:
+            self.add(
+                "forbidden_node",
+                "bare 'except:' is not allowed; name the exception (e.g. except ValueError)",
+                node,
+            )
+            return
+        types_ = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+        for t in types_:
+            if not (isinstance(t, ast.Name) and t.id in ALLOWED_EXCEPTIONS):
+                self.add(
+                    "forbidden_node",
+                    f"except clauses may only name these exceptions: {', '.join(sorted(ALLOWED_EXCEPTIONS))}",
+                    t,
+                )
+
+    def _check_format_spec(self, node: ast.FormattedValue) -> None:
+        spec = node.format_spec
+        parts = spec.values if isinstance(spec, ast.JoinedStr) else [spec]
+        text = ""
+        for part in parts:
+            if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+                self.add("forbidden_node", "f-string format specs must be constant", node)
+                return
+            text += part.value
+        digits = "".join(c if c.isdigit() else " " for c in text).split()
+        if any(len(d) > 3 for d in digits):
+            self.add("forbidden_node", "f-string widths/precisions above 999 are not allowed", node)
+
+
+def _private(name: str) -> bool:
+    """Names starting with ``_`` are reserved (they reach internals or the ``_rt_*`` hooks); the bare
+    ``_`` is allowed as a local variable (``for _ in range(3)``): nothing in the sandbox is called ``_``."""
+    return name.startswith("_") and name != "_"
+
+
+def _node_message(node: ast.AST) -> str:
+    messages = {
+        ast.Import: "imports are not allowed in macros; use the game API",
+        ast.ImportFrom: "imports are not allowed in macros; use the game API",
+        ast.ClassDef: "class definitions are not allowed in macros",
+        ast.Global: "'global' is not allowed in macros",
+        ast.Nonlocal: "'nonlocal' is not allowed in macros",
+        ast.With: "'with' is not allowed in macros",
+        ast.Starred: "'*' unpacking is not allowed in macros",
+    }
+    return messages.get(type(node), f"{type(node).__name__} is not allowed in macros")
+
+
+class FunctionValidator(Validator):
+    """`Validator` whose entry point must be a plain function of ``arity`` positional arguments."""
+
+    def __init__(self, code: str, entry: str, arity: int) -> None:
+        super().__init__(code, entry)
+        self.arity = arity
+
+    def _check_module(self, tree: ast.Module) -> None:
+        before = len(self.problems)
+        super()._check_module(tree)
+        # Keep the shared top-level checks; replace the generator-specific signature checks.
+        self.problems[before:] = [d for d in self.problems[before:] if d.kind != "signature"]
+        entry = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == self.entry), None)
+        if entry is None:
+            self.add("signature", f"no top-level function named {self.entry!r}", None)
+            return
+        args = entry.args
+        positional = len(args.posonlyargs) + len(args.args)
+        if positional != self.arity or args.vararg or args.kwarg or args.kwonlyargs:
+            self.add("signature", f"{self.entry}() must take exactly {self.arity} positional arguments",
+                     entry)
+        if yields(entry):
+            self.add("signature", f"{self.entry}() must return a value, not yield", entry)
