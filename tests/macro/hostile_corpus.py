@@ -403,3 +403,18 @@ RUNTIME_CORPUS += [
      "memory", None),
     ("extend_reversed_loop", m("a = [0]\nwhile True:\n    a.extend(reversed(a))"), "memory", None),
 ]
+# Numeric coercions, formatting widths, recursion through nested functions, growth inside a key/generator.
+NESTED_RECURSION = "def a(n):\n    def b(k):\n        return a(k + 1)\n    return b(n)\nx = a(0)"
+RUNTIME_CORPUS += [
+    ("coerce_int_text", m("x = int('9' * 9999)\ny = x * x"), "exception", None),
+    ("coerce_float_huge_int", m("x = float(2 ** 4000)"), "exception", None),
+    ("percent_star_width", m("s = '%*d' % (10**9, 1)"), "memory", None),
+    ("fstring_width_repeat", m("s = f'{1:999}' * 11"), "memory", None),
+    ("nested_function_recursion", m(NESTED_RECURSION), "recursion", None),
+    ("generator_self_growth", m("a = [0]\nb = max(a.extend(enumerate(a)) or 1 for _ in range(100))"),
+     "memory", None),
+    ("sort_key_self_growth", m("a = [0]\nb = sorted(a, key=lambda v: a.extend(enumerate(a)))"),
+     "success", None),
+    ("set_update_doubling", m("s = {0}\nwhile True:\n    s.update(range(len(s), 2 * len(s)))"),
+     "memory", None),
+]
