@@ -120,8 +120,7 @@ def _lower(which: int, soft: int, extra: int | None = None) -> None:
 
 
 def _failure(exc: BaseException) -> Diagnostic:
-    if isinstance(exc, MemoryError):
-        return Diagnostic("memory", "ran out of memory (the contained process's memory cap)")
+    """The diagnostic of an exception other than MemoryError (see `_OUT_OF_MEMORY`)."""
     if isinstance(exc, RecursionError):
         return Diagnostic("recursion", "recursed too deeply")
     try:
