@@ -418,3 +418,10 @@ RUNTIME_CORPUS += [
     ("set_update_doubling", m("s = {0}\nwhile True:\n    s.update(range(len(s), 2 * len(s)))"),
      "memory", None),
 ]
+
+
+def contained_as(expected: str, outcome: str) -> bool:
+    """Whether `outcome` is the containment `expected`: exactly it, or the wall-clock backstop for a program
+    expected to run out of fuel or memory (on a CPU starved by other processes, its 1 s comes first; the
+    program was stopped all the same, and memory growth is checked apart)."""
+    return outcome == expected or (expected in ("fuel", "memory") and outcome == "timeout")
