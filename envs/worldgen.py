@@ -13,10 +13,16 @@ with crafter's generator world by world: materials, objects (kind, position, ord
 
 from __future__ import annotations
 
+import functools
+import time
+import types
+from dataclasses import dataclass
+
 import numpy as np
 from crafter import engine, objects
 from numba import njit
 from opensimplex import OpenSimplex
+from opensimplex.constants import GRADIENTS3, NORM_CONSTANT3
 from opensimplex.internals import _noise3
 
 # Material codes of the compiled loop, mapped to crafter's material names afterwards.
@@ -142,6 +148,245 @@ def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.n
     return start, water, mountain
 
 
+# ------------------------------------------------------------------ noise tables (the fast path)
+#
+# OpenSimplex's value at a point is a sum, in an order its branches fix, of one term per nearby lattice
+# vertex: ``attn**4 * (g . d)``, where ``attn`` and the offset ``d`` depend only on the point and the
+# gradient ``g`` only on the seed's permutation at that vertex. crafter samples the noise at the same points
+# in every world (tile coordinates scaled by fixed factors), so everything but ``g`` is computed once per
+# world size by tracing opensimplex's own ``_noise3`` (`_trace_noise3`), and a reset only looks up the
+# gradients and redoes the same multiply-adds in the same order: the same doubles, bit for bit.
+
+# crafter's noise inputs, as functions of the tile (x, y), in crafter's own expressions (``_set_material``).
+_OCTAVES = (
+    lambda x, y: (x / 3, y / 3, 8),  # start area
+    lambda x, y: (x / 15, y / 15, 3),  # water, 2 octaves
+    lambda x, y: (x / 5, y / 5, 3),
+    lambda x, y: (x / 15, y / 15, 0),  # mountain, 2 octaves
+    lambda x, y: (x / 5, y / 5, 0),
+    lambda x, y: (x / 7, y / 7, 6),  # cave
+    lambda x, y: ((2 * x) / 3, (y / 5) / 3, 7),  # horizontal tunnel
+    lambda x, y: ((x / 5) / 3, (2 * y) / 3, 7),  # vertical tunnel
+    lambda x, y: (x / 8, y / 8, 1),  # coal
+    lambda x, y: (x / 6, y / 6, 2),  # iron
+    lambda x, y: (x / 5, y / 5, 6),  # lava
+    lambda x, y: (x / 9, y / 9, 4),  # sand
+    lambda x, y: (x / 7, y / 7, 5),  # tree
+)
+_N_SMOOTH = 5
+_CAVE, _HTUNNEL, _VTUNNEL, _COAL_N, _IRON_N, _LAVA_N, _SAND_N, _TREE_N = range(5, 13)
+_GRADIENTS3 = GRADIENTS3.astype(np.int64)
+_NORM3 = NORM_CONSTANT3
+
+
+class _Traced:
+    """What the traced ``_extrapolate3`` returns: ``attn4 * _Traced(...)`` records the term, adds nothing."""
+
+    __slots__ = ("args", "terms")
+
+    def __init__(self, terms: list, args: tuple) -> None:
+        self.terms, self.args = terms, args
+
+    def __rmul__(self, attn4: float) -> float:
+        self.terms.append((attn4, *self.args))
+        return 0.0
+
+
+def _trace_noise3(x: float, y: float, z: float) -> list[tuple]:
+    """The terms of opensimplex's ``_noise3(x, y, z)`` in its summation order:
+    (attn4, xsb, ysb, zsb, dx, dy, dz)."""
+    terms: list[tuple] = []
+
+    def extrapolate(perm, grad, xsb, ysb, zsb, dx, dy, dz):
+        return _Traced(terms, (xsb, ysb, zsb, dx, dy, dz))
+
+    source = _noise3.py_func
+    traced = types.FunctionType(source.__code__, {**source.__globals__, "_extrapolate3": extrapolate})
+    traced(x, y, z, None, None)
+    return terms
+
+
+@dataclass(frozen=True)
+class NoiseTables:
+    """The seed-independent part of every noise value crafter's generator reads in a world of one size.
+
+    Octave ``o`` at tile (x, y) sums terms ``offsets[o, x * height + y]`` up to the next offset; term j has
+    coefficients ``coef[j] = (attn4, dx, dy, dz)`` and gradient at lattice vertex ``vertices[vertex[j]]``
+    (coordinates modulo 256, all opensimplex's hash reads). A 64x64 world has ~312k terms on ~2.1k vertices.
+    """
+
+    offsets: np.ndarray
+    coef: np.ndarray
+    vertex: np.ndarray
+    vertices: np.ndarray
+    seconds: float
+    """How long building them took (once per world size and process, at the engine's construction)."""
+
+
+@functools.lru_cache(maxsize=4)
+def noise_tables(width: int, height: int) -> NoiseTables:
+    """Trace every noise input of a ``width`` x ``height`` world (1-3 s for 64x64 in Python; cached)."""
+    began = time.perf_counter()
+    offsets = np.zeros((len(_OCTAVES), width * height + 1), np.int64)
+    coef: list[tuple] = []
+    vertex: list[int] = []
+    ids: dict[tuple[int, int, int], int] = {}
+    for o, inputs in enumerate(_OCTAVES):
+        for x in range(width):
+            for y in range(height):
+                offsets[o, x * height + y] = len(coef)
+                for attn4, xsb, ysb, zsb, dx, dy, dz in _trace_noise3(*inputs(x, y)):
+                    coef.append((attn4, dx, dy, dz))
+                    # (perm[(perm[xsb & 255] + ysb) & 255] + zsb) & 255 only reads the coordinates mod 256.
+                    vertex.append(ids.setdefault((xsb & 0xFF, ysb & 0xFF, zsb & 0xFF), len(ids)))
+        offsets[o, width * height] = len(coef)
+    return NoiseTables(
+        offsets,
+        np.array(coef, np.float64),
+        np.array(vertex, np.int32),
+        np.array(list(ids), np.int64).reshape(-1, 3),
+        time.perf_counter() - began,
+    )
+
+
+@njit(cache=True)
+def _vertex_gradients(vertices, perm, grad):  # pragma: no cover - compiled
+    """``_extrapolate3``'s gradient (g1, g2, g3) at every vertex for this permutation, as doubles (the
+    int64 -> double conversion ``g1 * dx`` makes anyway)."""
+    out = np.empty((vertices.shape[0], 3))
+    for v in range(vertices.shape[0]):
+        index = grad[(perm[(perm[vertices[v, 0]] + vertices[v, 1]) & 0xFF] + vertices[v, 2]) & 0xFF]
+        for i in range(3):
+            out[v, i] = _GRADIENTS3[index + i]
+    return out
+
+
+def table_args(tables: NoiseTables, perm: np.ndarray, grad: np.ndarray) -> tuple:
+    """The ``tab`` argument of the table kernels for the world whose simplex tables are ``perm``, ``grad``."""
+    return tables.offsets, tables.coef, tables.vertex, _vertex_gradients(tables.vertices, perm, grad)
+
+
+@njit(cache=True, inline="always")
+def _table_noise(o, t, tab):  # pragma: no cover - compiled
+    """opensimplex's ``_noise3`` at octave ``o``'s input for tile ``t``: its terms, re-summed in order
+    (``value += attn4 * (g1 * dx + g2 * dy + g3 * dz)``, then ``/ NORM_CONSTANT3``)."""
+    offsets, coef, vertex, gradient = tab
+    value = 0.0
+    for j in range(offsets[o, t], offsets[o, t + 1]):
+        v = vertex[j]
+        ext = gradient[v, 0] * coef[j, 1] + gradient[v, 1] * coef[j, 2] + gradient[v, 2] * coef[j, 3]
+        value += coef[j, 0] * ext
+    return value / _NORM3
+
+
+@njit(cache=True)
+def _smooth_noise_tab(tab, width, height):  # pragma: no cover - compiled
+    """`_smooth_noise` from the tables."""
+    out = np.empty((_N_SMOOTH, width, height))
+    for o in range(_N_SMOOTH):
+        for x in range(width):
+            for y in range(height):
+                out[o, x, y] = _table_noise(o, x * height + y, tab)
+    return out
+
+
+@njit(cache=True)
+def _tiles_tab(tab, start, water, mountain, px, py, uniform):  # pragma: no cover - compiled
+    """`_tiles` with its noise from the tables (``tab``: tables and permutation, as `_table_noise`).
+
+    Returns a draw count of -1 when ``uniform`` runs out (the caller retries with more).
+    """
+    width, height = start.shape
+    material = np.empty((width, height), np.int64)
+    tunnels = np.zeros((width, height), np.bool_)
+    drawn = 0
+    n_uniform = uniform.shape[0]
+    placed0 = np.empty((0, 3), np.int64)
+    for x in range(width):
+        for y in range(height):
+            m = mountain[x, y]
+            w = water[x, y]
+            if start[x, y] > 0.5:
+                material[x, y] = _GRASS
+            elif m > 0.15:
+                if _table_noise(_CAVE, x * height + y, tab) > 0.15 and m > 0.3:  # cave
+                    material[x, y] = _PATH
+                elif _table_noise(_HTUNNEL, x * height + y, tab) > 0.4:  # horizontal tunnel
+                    material[x, y] = _PATH
+                    tunnels[x, y] = True
+                elif _table_noise(_VTUNNEL, x * height + y, tab) > 0.4:  # vertical tunnel
+                    material[x, y] = _PATH
+                    tunnels[x, y] = True
+                else:
+                    code = _STONE
+                    if _table_noise(_COAL_N, x * height + y, tab) > 0:
+                        if drawn == n_uniform:
+                            return material, placed0, -1
+                        drawn += 1
+                        if uniform[drawn - 1] > 0.85:
+                            code = _COAL
+                    if code == _STONE and _table_noise(_IRON_N, x * height + y, tab) > 0.4:
+                        if drawn == n_uniform:
+                            return material, placed0, -1
+                        drawn += 1
+                        if uniform[drawn - 1] > 0.75:
+                            code = _IRON
+                    if code == _STONE and m > 0.18:
+                        if drawn == n_uniform:
+                            return material, placed0, -1
+                        drawn += 1
+                        if uniform[drawn - 1] > 0.994:
+                            code = _DIAMOND
+                    if code == _STONE and m > 0.3 and _table_noise(_LAVA_N, x * height + y, tab) > 0.35:
+                        code = _LAVA
+                    material[x, y] = code
+            elif 0.25 < w <= 0.35 and _table_noise(_SAND_N, x * height + y, tab) > -0.2:
+                material[x, y] = _SAND
+            elif 0.3 < w:
+                material[x, y] = _WATER
+            else:
+                material[x, y] = _GRASS
+                if _table_noise(_TREE_N, x * height + y, tab) > 0:
+                    if drawn == n_uniform:
+                        return material, placed0, -1
+                    drawn += 1
+                    if uniform[drawn - 1] > 0.8:
+                        material[x, y] = _TREE
+    placed = np.empty((width * height, 3), np.int64)
+    n_placed = 0
+    for x in range(width):
+        for y in range(height):
+            code = material[x, y]
+            if code != _GRASS and code != _SAND and code != _PATH:
+                continue
+            dist = np.sqrt((x - px) ** 2 + (y - py) ** 2)
+            kind = -1
+            if dist > 3 and code == _GRASS:
+                if drawn == n_uniform:
+                    return material, placed0, -1
+                drawn += 1
+                if uniform[drawn - 1] > 0.985:
+                    kind = _COW
+            if kind < 0 and dist > 10:
+                if drawn == n_uniform:
+                    return material, placed0, -1
+                drawn += 1
+                if uniform[drawn - 1] > 0.993:
+                    kind = _ZOMBIE
+            if kind < 0 and code == _PATH and tunnels[x, y]:
+                if drawn == n_uniform:
+                    return material, placed0, -1
+                drawn += 1
+                if uniform[drawn - 1] > 0.95:
+                    kind = _SKELETON
+            if kind >= 0:
+                placed[n_placed, 0] = kind
+                placed[n_placed, 1] = x
+                placed[n_placed, 2] = y
+                n_placed += 1
+    return material, placed[:n_placed], drawn
+
+
 def generate_world(world: engine.World, player: objects.Player) -> None:
     """Drop-in for ``crafter.worldgen.generate_world(world, player)``: same world, same RNG state."""
     rng = world.random
@@ -150,12 +395,14 @@ def generate_world(world: engine.World, player: objects.Player) -> None:
     width, height = world.area
     px, py = int(player.pos[0]), int(player.pos[1])
 
-    start, water, mountain = smooth_fields(_smooth_noise(perm, grad, width, height), px, py)
+    tables = noise_tables(width, height)
+    tab = table_args(tables, perm, grad)
+    start, water, mountain = smooth_fields(_smooth_noise_tab(tab, width, height), px, py)
 
     # Draw more uniforms than can be used, then rewind the RNG and advance it by exactly the number used.
     state = rng.get_state()
     uniform = rng.uniform(size=_MAX_DRAWS_PER_TILE * width * height)
-    material, placed, drawn = _tiles(perm, grad, start, water, mountain, px, py, uniform)
+    material, placed, drawn = _tiles_tab(tab, start, water, mountain, px, py, uniform)
     rng.set_state(state)
     if drawn:
         rng.uniform(size=drawn)

@@ -78,8 +78,21 @@ class CompiledBatch:
     """Sizes the kernels need (chunks, update radius, view, night-noise draws) for this area and view."""
     state: kernels.State
     """Every game's state as arrays (row = game); `row_state` reads one game in crafter's terms."""
+    noise_tables: worldgen.NoiseTables | None
+    """The traced noise of this area's worlds (`worldgen.noise_tables`, built once per process and area);
+    None for ``noise="direct"``."""
 
-    def __init__(self, num_envs: int, area: tuple[int, int] = (64, 64), view: tuple[int, int] = (9, 9)):
+    def __init__(
+        self,
+        num_envs: int,
+        area: tuple[int, int] = (64, 64),
+        view: tuple[int, int] = (9, 9),
+        noise: str = "tables",
+    ):
+        """``noise``: how resets evaluate the world's simplex noise, both giving crafter's worlds bit for bit:
+        ``"tables"`` (default) from `worldgen.noise_tables`, traced once per area at construction (1-3 s),
+        ~5x cheaper per reset; ``"direct"`` with opensimplex's ``_noise3`` per point (the reference the
+        benchmark `bench.worldgen` compares against)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
@@ -92,6 +105,20 @@ class CompiledBatch:
         self.geometry = make_geometry(self.area, (int(view[0]), int(view[1])))
         self.view_shape = (self.geometry.view_h, self.geometry.view_w)
         self.state = kernels.new_state(self.num_envs, self.area, self.geometry.chunks)
+        if noise not in ("tables", "direct"):
+            raise ValueError(f"noise must be 'tables' or 'direct', got {noise!r}")
+        self.noise_tables = worldgen.noise_tables(*self.area) if noise == "tables" else None
+        t = self.noise_tables
+        self._tables = (
+            (t.offsets, t.coef, t.vertex, t.vertices)
+            if t is not None
+            else (
+                np.zeros((1, 1), np.int64),
+                np.zeros((0, 4)),
+                np.zeros(0, np.int32),
+                np.zeros((0, 3), np.int64),
+            )
+        )
         self._seeds: list[int] = [0] * self.num_envs
         self._episodes = np.zeros(self.num_envs, np.int64)
         self._started = False
@@ -160,7 +187,9 @@ class CompiledBatch:
         noise = np.empty((k, 5, w, h))
         perms = np.empty((k, 256), np.int64)
         grads = np.empty((k, 256), np.int64)
-        kernels.reset_noise(self.state.key, self.state.pos, rows, seeds, _GRAD_LEN, noise, perms, grads)
+        gradients = np.empty((k, len(self._tables[3]), 3))
+        S, tables = self.state, self._tables
+        kernels.reset_noise(S.key, S.pos, rows, seeds, _GRAD_LEN, tables, noise, perms, grads, gradients)
         # worldgen.generate_world's numpy part, row by row exactly as it runs it (np.exp included).
         start, water, mountain = (np.empty((k, w, h)) for _ in range(3))
         for i in range(k):
@@ -168,8 +197,8 @@ class CompiledBatch:
         view = np.zeros((self.num_envs, *self.view_shape), np.uint8)
         vector = np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32)
         kernels.reset_world(
-            self.state, rows, perms, grads, start, water, mountain, _WORLDGEN_IDS, _CLOCK.cover(0)[0],
-            self.geometry.noise, view, vector,
+            S, rows, perms, grads, tables, gradients, start, water, mountain, _WORLDGEN_IDS,
+            _CLOCK.cover(0)[0], self.geometry.noise, view, vector,
         )  # fmt: skip
         obs.view[rows] = view[rows]
         obs.vector[rows] = vector[rows]

@@ -817,15 +817,28 @@ def simplex_perm(seed, grad_len):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # pragma: no cover - compiled
+def reset_noise(
+    key, pos, rows, world_seeds, grad_len, tables, noise, perms, grads, gradients
+):  # pragma: no cover
     """First half of ``Env.reset`` for ``rows``: seed the world RNG, draw the simplex seed as crafter's
-    generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row)."""
+    generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row).
+
+    ``tables`` is ``(offsets, coef, vertex, vertices)`` of `worldgen.NoiseTables`: the noise comes from
+    them and each row's vertex gradients (kept in ``gradients[k]`` for `reset_world`); with no vertices it
+    is evaluated point by point with opensimplex's ``_noise3`` instead (the same doubles, ~5x slower).
+    """
+    offsets, coef, vertex, vertices = tables
+    direct = vertices.shape[0] == 0
     w, h = noise.shape[2], noise.shape[3]
     for k in range(rows.shape[0]):
         e = rows[k]
         mt.seed(key, pos, e, world_seeds[k])
         perm, grad = simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len)
-        fields = worldgen._smooth_noise(perm, grad, w, h)
+        if direct:
+            fields = worldgen._smooth_noise(perm, grad, w, h)
+        else:
+            gradients[k] = worldgen._vertex_gradients(vertices, perm, grad)
+            fields = worldgen._smooth_noise_tab((offsets, coef, vertex, gradients[k]), w, h)
         for i in range(256):
             perms[k, i] = perm[i]
             grads[k, i] = grad[i]
@@ -837,7 +850,7 @@ def reset_noise(key, pos, rows, world_seeds, grad_len, noise, perms, grads):  # 
 
 @njit(cache=True)
 def reset_world(
-    S, rows, perms, grads, start, water, mountain, mat_ids, daylight0, noise, view, vector
+    S, rows, perms, grads, tables, gradients, start, water, mountain, mat_ids, daylight0, noise, view, vector
 ):  # pragma: no cover - compiled
     """Second half of ``Env.reset`` for ``rows``: the tiles and objects of crafter's generator (its
     compiled ``_tiles``, drawing from this game's RNG), a fresh player, the first observation into row e."""
@@ -847,7 +860,12 @@ def reset_world(
     scratch_key = np.empty((1, mt.N), np.uint32)
     scratch_pos = np.empty(1, np.int64)
     scratch = np.int64(0)
-    buffer = np.empty(worldgen._MAX_DRAWS_PER_TILE * w * h)
+    offsets, coef, vertex, vertices = tables
+    direct = vertices.shape[0] == 0
+    # A world takes ~1.7 draws per tile: fill room for 2 first (each double costs ~5 ns), and only when
+    # a world takes more, all the room its tiles can take (`worldgen._tiles_tab` says so by returning -1).
+    small = np.empty(2 * w * h)
+    full = np.empty(worldgen._MAX_DRAWS_PER_TILE * w * h)
     for k in range(rows.shape[0]):
         e = rows[k]
         # _tiles reads its draws from an array: fill it from a copy of the RNG, then advance the RNG by
@@ -855,10 +873,23 @@ def reset_world(
         for i in range(mt.N):
             scratch_key[0, i] = key[e, i]
         scratch_pos[0] = pos[e]
-        mt.fill_uniform(scratch_key, scratch_pos, scratch, buffer)
-        material, placed, drawn = worldgen._tiles(
-            perms[k], grads[k], start[k], water[k], mountain[k], px, py, buffer
-        )
+        if direct:
+            mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
+            material, placed, drawn = worldgen._tiles(
+                perms[k], grads[k], start[k], water[k], mountain[k], px, py, full
+            )
+        else:
+            tab = (offsets, coef, vertex, gradients[k])
+            mt.fill_uniform(scratch_key, scratch_pos, scratch, small)
+            material, placed, drawn = worldgen._tiles_tab(tab, start[k], water[k], mountain[k], px, py, small)
+            if drawn < 0:
+                for i in range(mt.N):
+                    scratch_key[0, i] = key[e, i]
+                scratch_pos[0] = pos[e]
+                mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
+                material, placed, drawn = worldgen._tiles_tab(
+                    tab, start[k], water[k], mountain[k], px, py, full
+                )
         mt.skip_doubles(key, pos, e, drawn)
         for x in range(w):
             for y in range(h):

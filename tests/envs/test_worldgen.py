@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from crafter import objects
 from crafter import worldgen as reference
+from numba import njit
 
 from rlgpt.envs import worldgen
 
@@ -47,3 +48,95 @@ def test_same_world_and_rng_state_as_crafter(seed: int, area: tuple[int, int], p
     assert pos == e_pos and np.array_equal(key, e_key), "the world RNG advanced differently"
     # The worlds are not degenerate: several materials and some creatures.
     assert len(np.unique(mat)) >= 4 and len(placed) > 1
+
+
+# ---------------------------------------------------------------- noise tables, and the engine's resets
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**31 - 2, 123_456_789])
+def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None:
+    """Every noise value crafter's generator can read in a 48x40 world, from the tables, equals
+    opensimplex's own ``_noise3`` at that input bit for bit (not merely close)."""
+    from opensimplex import OpenSimplex
+    from opensimplex.internals import _noise3
+
+    simplex = OpenSimplex(seed=seed)
+    perm, grad = simplex._perm, simplex._perm_grad_index3
+    width, height = 48, 40
+    tab = worldgen.table_args(worldgen.noise_tables(width, height), perm, grad)
+    for o, inputs in enumerate(worldgen._OCTAVES):
+        expected = np.array(
+            [[_noise3(*inputs(x, y), perm, grad) for y in range(height)] for x in range(width)]
+        )
+        got = np.array([[table_noise(o, x * height + y, tab) for y in range(height)] for x in range(width)])
+        assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
+
+
+@njit
+def table_noise(o, t, tab):
+    """`worldgen._table_noise` (inlined where the kernels use it) called on its own."""
+    return worldgen._table_noise(o, t, tab)
+
+
+def crafter_reset(seed: int, episodes: int, area: tuple[int, int]) -> list[dict]:
+    """Each of the first ``episodes`` worlds of a real ``crafter.Env(seed=seed)``: materials, objects in
+    crafter's order (kind, x, y) with the player first, and the player's position."""
+    env = crafter.Env(area=area, seed=seed)
+    worlds = []
+    for _ in range(episodes):
+        env.reset()
+        world = env._world
+        worlds.append({
+            "materials": world._mat_map.copy(),
+            "objects": [(type(o).__name__.lower(), *map(int, o.pos)) for o in world._objects if o],
+            "player": (int(env._player.pos[0]), int(env._player.pos[1])),
+        })  # fmt: skip
+    return worlds
+
+
+def engine_world(engine, row: int) -> dict:
+    state = engine.row_state(row)
+    player = [(x, y) for kind, x, y, *_ in state["objects"] if kind == "player"]
+    return {
+        "materials": state["materials"],
+        "objects": [(kind, x, y) for kind, x, y, *_ in state["objects"]],
+        "player": player[0],
+    }
+
+
+def assert_same_world(got: dict, expected: dict, where: str) -> None:
+    """Every tile, every object (kind, position, order) and the player's position."""
+    diff = np.argwhere(got["materials"] != expected["materials"])
+    assert got["materials"].shape == expected["materials"].shape, where
+    assert len(diff) == 0, f"{where}: {len(diff)} tiles differ, first at {diff[0].tolist()}"
+    assert got["objects"] == expected["objects"], where
+    assert got["player"] == expected["player"], where
+
+
+def test_a_single_different_tile_fails_the_comparison() -> None:
+    world = crafter_reset(0, 1, (64, 64))[0]
+    changed = {**world, "materials": world["materials"].copy()}
+    changed["materials"][17, 41] = (changed["materials"][17, 41] % 5) + 1  # any other material id
+    with pytest.raises(AssertionError, match="1 tiles differ, first at \\[17, 41\\]"):
+        assert_same_world(changed, world, "one tile")
+
+
+@pytest.mark.parametrize("noise", ["tables", "direct"])
+@pytest.mark.parametrize(
+    ("area", "seeds", "episodes"), [((64, 64), 48, 2), ((48, 32), 8, 2)], ids=["64x64", "48x32"]
+)
+def test_engine_resets_build_crafter_envs_worlds(noise: str, area, seeds: int, episodes: int) -> None:
+    """``CompiledBatch`` resets (first reset, then ``reset_done``) against real ``crafter.Env`` resets of
+    the same seeds and episodes: {48 seeds x 2 episodes} default worlds plus a non-square size."""
+    from rlgpt.envs.engine import CompiledBatch
+
+    engine = CompiledBatch(seeds, area=area, noise=noise)
+    obs = engine.reset(list(range(seeds)))
+    expected = [crafter_reset(seed, episodes, area) for seed in range(seeds)]
+    for episode in range(episodes):
+        if episode:
+            engine.reset_done(np.ones(seeds, bool), obs)
+        for seed in range(seeds):
+            assert_same_world(
+                engine_world(engine, seed), expected[seed][episode], f"seed {seed} ep {episode + 1}"
+            )
