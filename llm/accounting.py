@@ -20,6 +20,20 @@ class AccountedClient:
     def model_id(self) -> str:
         return self.inner.model_id
 
+    @property
+    def n_ctx(self) -> int | None:
+        return self.inner.n_ctx
+
+    @property
+    def exact_tokens(self) -> bool:
+        return self.inner.exact_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def note_fallback(self, role: str) -> None:
+        self.inner.note_fallback(role)
+
     def _answers(self) -> int:
         return sum(u.calls for u in self.inner.usage.values()) + self.inner.cache_hits
 

@@ -7,6 +7,7 @@ error up to N times), and per-role accounting of tokens and latency exposed as `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -35,6 +36,13 @@ class RoleUsage:
     """Completion tokens over all model calls."""
     latency_s: float = 0.0
     """Wall-clock seconds spent waiting for the model."""
+
+
+def retry_seed(seed: int, attempt: int) -> int:
+    """The sampling seed of re-ask `attempt` (0 = the first ask) after invalid replies: a new seed per
+    attempt, so a retry is a new request (its own cache entry) rather than a replay of the failure, and
+    replaying a finished run still finds every attempt in the cache."""
+    return seed if attempt == 0 else seed + 7919 * attempt
 
 
 def _check_messages(messages: list[Message]) -> None:
@@ -70,6 +78,7 @@ class LLMClient:
         schema_retries: int = 2,
         default_sampling: SamplingParams | None = None,
         metrics_sink: MetricsSink | None = None,
+        n_ctx: int | None = None,
     ) -> None:
         """Create a client.
 
@@ -81,6 +90,8 @@ class LLMClient:
             schema_retries: how many times a reply failing its schema is re-asked before giving up.
             default_sampling: sampling used when a call passes none.
             metrics_sink: called with the cumulative metrics after each call.
+            n_ctx: the model's context window, which prompts are fitted to (`rlgpt.llm.context`);
+                default the backend's ``n_ctx``.
         """
         if backend is None and not replay_only:
             raise ConfigError("LLMClient needs a backend unless replay_only=True")
@@ -102,6 +113,28 @@ class LLMClient:
         self.metrics_sink = metrics_sink
         self.usage: dict[str, RoleUsage] = {}
         self.cache_hits = 0
+        self.n_ctx: int | None = n_ctx or getattr(backend, "n_ctx", None)
+        self.fallbacks: dict[str, int] = {}
+        """Per role: replies that never validated and were replaced by the role's fallback."""
+
+    @property
+    def exact_tokens(self) -> bool:
+        """Whether `count_tokens` is the model's tokenizer (else an estimate)."""
+        return getattr(self.backend, "count_tokens", None) is not None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the backend's tokenizer when it has one, else a conservative estimate."""
+        counter = getattr(self.backend, "count_tokens", None)
+        if counter is not None:
+            return int(counter(text))
+        from rlgpt.llm.context import estimate_tokens
+
+        return estimate_tokens(text)
+
+    def note_fallback(self, role: str) -> None:
+        """Count one fallback of `role` (``llm/fallbacks``, ``llm/<role>/fallbacks``)."""
+        self.fallbacks[role] = self.fallbacks.get(role, 0) + 1
+        self._emit()
 
     def chat(self, role: str, messages: list[Message], *, schema: dict[str, Any] | None = None,
              sampling: SamplingParams | None = None) -> Completion:
@@ -143,8 +176,10 @@ class LLMClient:
         """
         conversation = list(messages)
         errors: list[str] = []
-        for _ in range(self.schema_retries + 1):
-            completion = self.chat(role, conversation, schema=schema, sampling=sampling)
+        base = sampling or self.default_sampling
+        for attempt in range(self.schema_retries + 1):
+            attempt_sampling = dataclasses.replace(base, seed=retry_seed(base.seed, attempt))
+            completion = self.chat(role, conversation, schema=schema, sampling=attempt_sampling)
             try:
                 # strict=False: raw control characters inside strings (a newline in a code suggestion) are
                 # what llama.cpp's JSON grammar lets through; the meaning is unambiguous.
@@ -173,7 +208,10 @@ class LLMClient:
 
     def metrics(self) -> dict[str, float]:
         """Return the cumulative `llm/<role>/<counter>` metrics and `llm/cache_hits`."""
-        out: dict[str, float] = {"llm/cache_hits": float(self.cache_hits)}
+        out: dict[str, float] = {"llm/cache_hits": float(self.cache_hits),
+                                 "llm/fallbacks": float(sum(self.fallbacks.values()))}
+        for role, n in sorted(self.fallbacks.items()):
+            out[f"llm/{role}/fallbacks"] = float(n)
         for role, u in sorted(self.usage.items()):
             out[f"llm/{role}/prompt_tokens"] = float(u.prompt_tokens)
             out[f"llm/{role}/completion_tokens"] = float(u.completion_tokens)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rlgpt.llm.cache import ResponseCache
 from rlgpt.llm.client import LLMClient, MetricsSink
+from rlgpt.llm.context import DEFAULT_N_CTX
 from rlgpt.llm.errors import ConfigError
 from rlgpt.llm.http import DIALECTS
 from rlgpt.llm.model_store import DEFAULT_MODEL
@@ -34,8 +35,10 @@ class LLMConfig:
     """HTTP backend: structured-output dialect, one of auto, json_schema, structured_outputs, json_object."""
     model_dir: str | None = None
     """Embedded: where assembled models are cached (None = $RLGPT_MODEL_DIR or the XDG cache)."""
-    n_ctx: int = 4096
-    """Embedded: context window in tokens."""
+    n_ctx: int = DEFAULT_N_CTX
+    """The model's context window in tokens: the embedded model is loaded with it, and every role's prompt
+    is fitted to ``n_ctx - max_tokens`` (rlgpt.llm.context), for HTTP servers too (set it to the served
+    model's window)."""
     threads: int | None = None
     """Embedded: CPU threads (None = all cores)."""
     isolation: str = "process"
@@ -121,9 +124,12 @@ def build_client(config: LLMConfig, *, metrics_sink: MetricsSink | None = None,
         model_id = backend.model_id if backend is not None else _replay_model_id(config)
         return LLMClient(backend, cache=cache, replay_only=True, model_id=model_id,
                          schema_retries=config.schema_retries, default_sampling=config.sampling,
-                         metrics_sink=metrics_sink)
-    return LLMClient(backend or build_backend(config), cache=cache, schema_retries=config.schema_retries,
-                     default_sampling=config.sampling, metrics_sink=metrics_sink)
+                         metrics_sink=metrics_sink, n_ctx=config.n_ctx)
+    backend = backend or build_backend(config)
+    # A shared backend loaded with its own window is fitted to the smaller of the two.
+    n_ctx = min(config.n_ctx, getattr(backend, "n_ctx", None) or config.n_ctx)
+    return LLMClient(backend, cache=cache, schema_retries=config.schema_retries,
+                     default_sampling=config.sampling, metrics_sink=metrics_sink, n_ctx=n_ctx)
 
 
 def _replay_model_id(config: LLMConfig) -> str:

@@ -80,6 +80,7 @@ class IsolatedBackend:
         self.in_flight = threading.Event()
         """Set while a request is being answered (for monitoring, and for tests that kill the server)."""
         self._lock = threading.Lock()
+        self._vocab: Any = None
 
     @property
     def model_id(self) -> str:
@@ -91,6 +92,15 @@ class IsolatedBackend:
         """Process id of the running server, if any."""
         proc = self.server.process if self.server is not None else None
         return proc.pid if proc is not None and proc.poll() is None else None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the model's tokenizer, loaded here without the weights (``vocab_only``: the
+        server process holds the model)."""
+        if self._vocab is None:
+            from rlgpt.llm.embedded import _import_llama
+
+            self._vocab = _import_llama().Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+        return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def start(self) -> IsolatedBackend:
         """Start the server unless it is running; block until it answers."""

@@ -45,3 +45,20 @@ def bounded(text: str, limit: int) -> str:
         return text
     note = f"\n[... {len(text) - limit} more characters cut]"
     return text[: max(0, limit - len(note))] + note
+
+
+def degradable(exc: BaseException) -> bool:
+    """Whether an LLM call's failure falls back to the role's default instead of ending the run: any LLM
+    fault (no valid reply, overflow, a dead server) or reply of the wrong shape; never a replay-only cache
+    miss (an offline replay must not silently diverge from the recorded run)."""
+    from rlgpt.agents.replies import ReplyValidationError
+    from rlgpt.llm.errors import CacheMissError, LLMError
+
+    return isinstance(exc, LLMError | ReplyValidationError) and not isinstance(exc, CacheMissError)
+
+
+def note_fallback(client: object, role: str) -> None:
+    """Count a fallback of `role` in the client's ``llm/fallbacks`` metric (clients without one: nothing)."""
+    note = getattr(client, "note_fallback", None)
+    if note is not None:
+        note(role)

@@ -10,10 +10,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlgpt import prompts
-from rlgpt.agents.common import bounded, describe_task, documentation, render_decomposition
+from rlgpt.agents.common import (
+    bounded,
+    degradable,
+    describe_task,
+    documentation,
+    note_fallback,
+    render_decomposition,
+)
 from rlgpt.agents.replies import Decomposition, Feedback
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
+from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.probe import ProbeReport
@@ -79,28 +87,50 @@ class Critic:
         self.client = client
         self.config = config or AgentConfig()
 
-    def messages(self, task: str, iteration: int, decomposition: Decomposition | None,
-                 probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
-                 diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]] = ()) -> list[Message]:
-        """The prompt; the three reports share `critic_max_chars` (probes 40%, evaluation 35%,
-        diagnostics 25%)."""
+    def prompt(self, task: str, iteration: int, decomposition: Decomposition | None,
+               probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
+               diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]] = ()) -> RolePrompt:
+        """The prompt's values; the three reports share `critic_max_chars` (probes 40%, evaluation 35%,
+        diagnostics 25%), and `fit` cuts them further (probes first) when the context needs it."""
         limit = self.config.critic_max_chars
         probe_text = "\n".join(p.render() for p in probes) or "(no macros probed)"
-        return prompts.render(
-            ROLE, **documentation(), task=describe_task(task), iteration=str(iteration),
-            decomposition=render_decomposition(decomposition),
-            probes=bounded(probe_text, int(limit * 0.40)),
-            eval_report=bounded(render_eval(evaluation), int(limit * 0.35)),
-            diagnostics=bounded(render_diagnostics(diagnostics), int(limit * 0.25)),
-        )
+        return RolePrompt(ROLE, {
+            **documentation(), "task": describe_task(task), "iteration": str(iteration),
+            "decomposition": render_decomposition(decomposition),
+            "probes": bounded(probe_text, int(limit * 0.40)),
+            "eval_report": bounded(render_eval(evaluation), int(limit * 0.35)),
+            "diagnostics": bounded(render_diagnostics(diagnostics), int(limit * 0.25)),
+        })
+
+    def messages(self, *args: Any, **kwargs: Any) -> list[Message]:
+        """The prompt (`prompt`'s arguments), fitted to the context."""
+        return fit(self.prompt(*args, **kwargs), self.client, self.config.json_max_tokens)
 
     def review(self, task: str, iteration: int, decomposition: Decomposition | None,
                probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
                diagnostics: Sequence[Diagnostic | str | tuple[str, Diagnostic]] = ()) -> Feedback:
-        """Ask for feedback (greedy; schema-checked and re-asked by the client)."""
-        messages = self.messages(task, iteration, decomposition, probes, evaluation, diagnostics)
-        data = self.client.structured(ROLE, messages, prompts.schema_for_role(ROLE),
-                                      sampling=SamplingParams(temperature=0.0,
-                                                              max_tokens=self.config.json_max_tokens,
-                                                              seed=self.config.seed))
+        """Ask for feedback (greedy; schema-checked and re-asked by the client).
+
+        Raises:
+            rlgpt.llm.LLMError: no schema-valid reply within the client's retries (or the call failed).
+        """
+        prompt = self.prompt(task, iteration, decomposition, probes, evaluation, diagnostics)
+        sampling = SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens,
+                                  seed=self.config.seed)
+        data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
+                          lambda messages: self.client.structured(
+                              ROLE, messages, prompts.schema_for_role(ROLE), sampling=sampling))
         return Feedback.from_dict(data)
+
+    def review_or_fallback(self, *args: Any, **kwargs: Any) -> tuple[Feedback, str]:
+        """`review`, or, when the critic's reply never validates, a "fast" decision carrying the error as
+        its problem (counted in ``llm/fallbacks``); returns the feedback and the error ("" = none)."""
+        try:
+            return self.review(*args, **kwargs), ""
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            note_fallback(self.client, ROLE)
+            error = str(exc)
+            return Feedback("fast", (f"the critic gave no valid feedback ({error[:300]})",),
+                            ("keep the decomposition; fix what the probes and diagnostics report",)), error

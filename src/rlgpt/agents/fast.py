@@ -18,11 +18,18 @@ from typing import Any
 
 from rlgpt import prompts
 from rlgpt.agents.code import CodeAttempt, CodeResult, write_code
-from rlgpt.agents.common import describe_task, documentation, render_decomposition
+from rlgpt.agents.common import (
+    degradable,
+    describe_task,
+    documentation,
+    note_fallback,
+    render_decomposition,
+)
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.llm.client import LLMClient
+from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.code_skills import CodeSkill, link_skills
@@ -108,13 +115,16 @@ class FastResult:
     reward: CodeResult
     """The reward's compile/dry-run/repair history."""
     setup: FastSetup
-    """The model's structured setup reply."""
+    """The model's structured setup reply (or the defaults, see `setup_error`)."""
+    setup_error: str = ""
+    """Why the setup is `FastSetup.default` (the model's reply never validated); "" = the model's."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for the run directory)."""
         return {"reply": self.reply.to_dict(), "macros": [m.to_dict() for m in self.macros],
                 "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts]},
-                "setup": self.setup.to_dict()}
+                "setup": self.setup.to_dict(),
+                **({"fallback": "setup_defaults", "error": self.setup_error} if self.setup_error else {})}
 
 
 def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
@@ -234,10 +244,12 @@ class FastAgent:
     # -- macros ------------------------------------------------------------------------------------
 
     def macro_messages(self, task: str, sub: SubAction, feedback: str = "none") -> list[dict[str, str]]:
-        """The prompt asking for sub-action `sub`'s macro."""
-        return prompts.render("fast", **documentation(self.config.api), task=describe_task(task),
-                              name=sub.name, description=sub.description, goal=goal_text(sub),
-                              feedback=feedback or "none", skills=self.skills_text())
+        """The prompt asking for sub-action `sub`'s macro, fitted to the context (feedback and the stored
+        skills are cut first)."""
+        prompt = RolePrompt("fast", {**documentation(self.config.api), "task": describe_task(task),
+                                     "name": sub.name, "description": sub.description, "goal": goal_text(sub),
+                                     "feedback": feedback or "none", "skills": self.skills_text()})
+        return fit(prompt, self.client, self.config.code_max_tokens)
 
     def skills_text(self) -> str:
         """The prompt's list of callable stored skills ("" when there are none)."""
@@ -351,9 +363,10 @@ class FastAgent:
     def write_reward(self, task: str, decomposition: Decomposition | None,
                      feedback: str = "none") -> CodeResult:
         """Ask for ``def reward(game, prev)``; compile, dry-run and repair it."""
-        messages = prompts.render("fast_reward", **documentation(self.config.api), task=describe_task(task),
-                                  decomposition=render_decomposition(decomposition),
-                                  feedback=feedback or "none")
+        messages = fit(RolePrompt("fast_reward", {
+            **documentation(self.config.api), "task": describe_task(task),
+            "decomposition": render_decomposition(decomposition), "feedback": feedback or "none"}),
+            self.client, self.config.code_max_tokens)
         return write_code(self.client, ROLE, messages, REWARD_ENTRY, self.check_reward,
                           sampling=self._sampling(0), retries=self.config.repair_retries,
                           repair_hint=REWARD_REPAIR_HINT)
@@ -371,12 +384,27 @@ class FastAgent:
         else:
             macros["maxItems"] = 0
         env_rules = documentation()["env_rules"]
-        messages = prompts.render("fast_setup", env_rules=env_rules, task=describe_task(task),
-                                  decomposition=render_decomposition(decomposition),
-                                  macros=", ".join(macro_names) or "(none)", feedback=feedback or "none")
-        data = self.client.structured(ROLE, messages, schema, sampling=SamplingParams(
-            temperature=0.0, max_tokens=self.config.json_max_tokens, seed=self.config.seed))
+        prompt = RolePrompt("fast_setup", {
+            "env_rules": env_rules, "task": describe_task(task),
+            "decomposition": render_decomposition(decomposition),
+            "macros": ", ".join(macro_names) or "(none)", "feedback": feedback or "none"})
+        sampling = SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens,
+                                  seed=self.config.seed)
+        data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
+                          lambda messages: self.client.structured(ROLE, messages, schema, sampling=sampling))
         return FastSetup.from_dict(data)
+
+    def setup_or_fallback(self, task: str, decomposition: Decomposition | None, macro_names: list[str],
+                          feedback: str = "none") -> tuple[FastSetup, str]:
+        """`write_setup`, or, when its reply never validates, `FastSetup`'s defaults with every offered macro
+        (counted in ``llm/fallbacks``); returns the setup and the error ("" = none)."""
+        try:
+            return self.write_setup(task, decomposition, macro_names, feedback), ""
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            note_fallback(self.client, ROLE)
+            return FastSetup.default(macro_names), str(exc)
 
     # -- everything --------------------------------------------------------------------------------
 
@@ -400,11 +428,11 @@ class FastAgent:
                 setup = (*setup, choice.best.code.compiled)
         kept = {c.subaction.name: c for c in choices if c.source is not None}
         reward = self.write_reward(task, decomposition, feedback)
-        setup = self.write_setup(task, decomposition, list(kept), feedback)
+        setup, setup_error = self.setup_or_fallback(task, decomposition, list(kept), feedback)
         chosen = [name for name, c in kept.items()
                   if name in setup.macros or (c.best is not None and c.best.probe is not None
                                               and (c.best.probe.goal_rate or 0.0) > 0.0)]
         reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
                           reward.code or "", setup.observation,
                           max(setup.horizon, chain_horizon([kept[n] for n in chosen])))
-        return FastResult(reply, choices, reward, setup)
+        return FastResult(reply, choices, reward, setup, setup_error)

@@ -70,6 +70,10 @@ class Decomposition:
         return {"subactions": [asdict(s) for s in self.subactions]}
 
 
+DEFAULT_HORIZON = 1000
+"""Episode length of `FastSetup.default`: crafter's own default episode length."""
+
+
 @dataclass(frozen=True)
 class FastSetup:
     """The fast agent's structured RL setup (the short JSON part of its work)."""
@@ -87,6 +91,12 @@ class FastSetup:
         _validate("fast_setup", data)
         return cls(int(data["horizon"]), tuple(dict.fromkeys(data["observation"])),
                    tuple(dict.fromkeys(data["macros"])))
+
+    @classmethod
+    def default(cls, macros: list[str] | tuple[str, ...] = ()) -> FastSetup:
+        """The setup used when the model gives none: both observation parts, every offered macro, and
+        `DEFAULT_HORIZON` (the chain of kept macros can lengthen it)."""
+        return cls(DEFAULT_HORIZON, ("view", "vector"), tuple(dict.fromkeys(macros)))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form (inverse of from_dict)."""

@@ -1,15 +1,133 @@
-"""The slow agent: decomposes a task into sub-actions, each coded (a macro) or learned (RL)."""
+"""The slow agent: decomposes a task into sub-actions, each coded (a macro) or learned (RL).
+
+A small model garbles goals, so every decomposition goes through `check_goals` (goals repaired from the
+sub-action names and crafter's recipes, the task's own achievement appended when left out); a reply that
+never validates falls back to `recipe_decomposition`, the task's prerequisite chain from the recipe graph.
+"""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from crafter import constants
+
 from rlgpt import prompts
-from rlgpt.agents.common import describe_task, documentation
+from rlgpt.agents.common import degradable, describe_task, documentation, note_fallback
+from rlgpt.agents.envdoc import prerequisite_chain, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
+from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 
 ROLE = "slow"
+RECIPE_GRAPH = "recipe_graph"
+"""The ``fallback`` mark of a decomposition taken from the recipe graph."""
+
+
+def valid_goals() -> tuple[str, ...]:
+    """Every goal a sub-action may name (the decomposition schema's enum, without "")."""
+    enum = prompts.load_schema("decomposition")["properties"]["subactions"]["items"]["properties"]["goal"]
+    return tuple(g for g in enum["enum"] if g)
+
+
+def task_targets(task: str) -> list[str]:
+    """The achievements a task name asks for ("a+b" -> [a, b])."""
+    return [t.strip() for t in task.split("+") if t.strip()]
+
+
+def _max_subactions() -> int:
+    return int(prompts.load_schema("decomposition")["properties"]["subactions"]["maxItems"])
+
+
+def _recipe_subaction(achievement: str, why: str) -> dict[str, Any]:
+    line = requirement_lines([achievement]).splitlines()[-1].split(". ", 1)[-1]
+    return {"name": achievement, "description": line[:400], "how": "code", "goal": achievement,
+            "why": why}
+
+
+def recipe_decomposition(task: str) -> Decomposition:
+    """The task's prerequisite chain from crafter's recipe graph, one coded sub-action per achievement
+    (the last `maxItems` of the chain when it is longer: the later steps, which name the task)."""
+    chain = prerequisite_chain(task_targets(task))[-_max_subactions():]
+    why = "fallback: the slow agent gave no valid reply; from the recipe graph"
+    return Decomposition.from_dict({"subactions": [_recipe_subaction(a, why) for a in chain]})
+
+
+def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
+    """A nonexistent goal as the valid one it spells (case, spaces, a plural, an achievement's item)."""
+    norm = goal.strip().lower().replace(" ", "_").replace("-", "_")
+    for candidate in (norm, norm.rstrip("s"), f"collect_{norm}", f"make_{norm}", f"place_{norm}"):
+        if candidate in valid:
+            return candidate
+    return None
+
+
+def check_goals(data: dict[str, Any], task: str) -> tuple[dict[str, Any], list[str]]:
+    """Repair a decomposition reply's goals; returns the repaired copy and one note per repair.
+
+    - a sub-action named exactly like a Crafter achievement (``make_stone_pickaxe``) whose goal names
+      something else gets that achievement as its goal;
+    - a goal naming no achievement or item is repaired when it spells one, else dropped ("");
+    - when no sub-action has the task's own achievement (or the item it gives) as its goal, a coded
+      sub-action for it is appended
+      (replacing the last other one when the list is full).
+    """
+    data = copy.deepcopy(data)
+    subs = data.get("subactions")
+    if not isinstance(subs, list):
+        return data, []
+    valid = valid_goals()
+    notes: list[str] = []
+    for sub in subs:
+        if not isinstance(sub, dict):
+            continue
+        name, goal = sub.get("name"), sub.get("goal", "")
+        if name in constants.achievements and goal != name:
+            notes.append(f"{name}: goal {goal!r} -> {name!r} (the sub-action is named after an achievement)")
+            sub["goal"] = name
+        elif isinstance(goal, str) and goal and goal not in valid:
+            fixed = _repair_goal(goal, valid)
+            notes.append(f"{name}: goal {goal!r} names no achievement or item; "
+                         + (f"-> {fixed!r}" if fixed else "dropped"))
+            sub["goal"] = fixed or ""
+    goals = {s.get("goal") for s in subs if isinstance(s, dict)}
+    names = {s.get("name") for s in subs if isinstance(s, dict)}
+    for target in task_targets(task):
+        kind, _, item = target.partition("_")
+        # A goal naming the item a collect_/make_ achievement gives ("wood" for collect_wood) covers it.
+        if target in goals or (kind in ("collect", "make") and item in goals) \
+                or target not in constants.achievements:
+            continue
+        if target in names:  # cannot happen (a sub-action named after it got it as goal above); kept unique
+            continue
+        added = _recipe_subaction(target, "appended: the decomposition left out the task's own achievement")
+        if len(subs) >= _max_subactions():  # drop the last sub-action that is not for a task achievement
+            keep = set(task_targets(task))
+            at = max(i for i, s in enumerate(subs) if not (isinstance(s, dict) and s.get("goal") in keep))
+            dropped = subs.pop(at)
+            notes.append(f"{dropped.get('name')!r} dropped to make room for the task's achievement")
+        subs.append(added)
+        notes.append(f"appended {target!r}: no sub-action had the task's achievement as its goal")
+    return data, notes
+
+
+@dataclass
+class SlowResult:
+    """A decomposition and how it was obtained."""
+
+    decomposition: Decomposition
+    """The (repaired) decomposition."""
+    repairs: list[str] = field(default_factory=list)
+    """`check_goals` notes."""
+    fallback: str | None = None
+    """`RECIPE_GRAPH` when the model's reply never validated."""
+    error: str = ""
+    """Why the model's reply was not used (with a fallback)."""
+    cuts: list[str] = field(default_factory=list)
+    """Prompt parts cut to fit the context."""
 
 
 class SlowAgent:
@@ -19,19 +137,43 @@ class SlowAgent:
         self.client = client
         self.config = config or AgentConfig()
 
-    def messages(self, task: str, feedback: str = "none") -> list[Message]:
-        """The prompt: crafter's rules, the macro API, the task and earlier feedback."""
-        return prompts.render(ROLE, **documentation(), task=describe_task(task), feedback=feedback or "none")
+    def prompt(self, task: str, feedback: str = "none") -> RolePrompt:
+        """The prompt's values: crafter's rules, the macro API, the task and earlier feedback."""
+        return RolePrompt(ROLE, {**documentation(), "task": describe_task(task),
+                                 "feedback": feedback or "none"})
 
-    def decompose(self, task: str, feedback: str = "none") -> Decomposition:
-        """Ask for the decomposition (greedy; schema-checked and re-asked by the client).
+    def messages(self, task: str, feedback: str = "none") -> list[Message]:
+        """The prompt, fitted to the context."""
+        return fit(self.prompt(task, feedback), self.client, self.config.json_max_tokens)
+
+    def _sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens, seed=self.config.seed)
+
+    def decompose_checked(self, task: str, feedback: str = "none") -> SlowResult:
+        """Ask for the decomposition (greedy; schema-checked and re-asked by the client) and repair its goals.
 
         Raises:
-            rlgpt.llm.SchemaValidationError: no schema-valid reply within the client's retries.
+            rlgpt.llm.LLMError: no schema-valid reply within the client's retries (or the call failed).
             rlgpt.agents.replies.ReplyValidationError: the reply repeats a sub-action name.
         """
-        data = self.client.structured(ROLE, self.messages(task, feedback), prompts.schema_for_role(ROLE),
-                                      sampling=SamplingParams(temperature=0.0,
-                                                              max_tokens=self.config.json_max_tokens,
-                                                              seed=self.config.seed))
-        return Decomposition.from_dict(data)
+        prompt = self.prompt(task, feedback)
+        data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
+                          lambda messages: self.client.structured(
+                              ROLE, messages, prompts.schema_for_role(ROLE), sampling=self._sampling()))
+        data, repairs = check_goals(data, task)
+        return SlowResult(Decomposition.from_dict(data), repairs, cuts=prompt.cuts)
+
+    def decompose(self, task: str, feedback: str = "none") -> Decomposition:
+        """`decompose_checked`'s decomposition."""
+        return self.decompose_checked(task, feedback).decomposition
+
+    def decompose_or_fallback(self, task: str, feedback: str = "none") -> SlowResult:
+        """`decompose_checked`, or, when the model's reply never validates, `recipe_decomposition`
+        (marked ``fallback: recipe_graph``, counted in ``llm/fallbacks``)."""
+        try:
+            return self.decompose_checked(task, feedback)
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            note_fallback(self.client, ROLE)
+            return SlowResult(recipe_decomposition(task), fallback=RECIPE_GRAPH, error=str(exc))

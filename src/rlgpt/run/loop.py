@@ -25,7 +25,7 @@ import yaml
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.fast import FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
-from rlgpt.agents.replies import Decomposition, FastReply, Feedback, Plan
+from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig
 from rlgpt.macro.code_skills import code_skills
@@ -101,7 +101,10 @@ class Loop:
                 iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
                                    "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
                                    "steps": evaluation["steps"], "macros": [m.name for m in reply.macros],
-                                   "critic": feedback["target"]})
+                                   "critic": feedback["target"],
+                                   "fallbacks": {role: rec["fallback"] for role, rec in
+                                                 (("slow", slow), ("fast_setup", fast), ("critic", feedback))
+                                                 if rec.get("fallback")}})
                 index += 1
                 if feedback["target"] == "done":
                     done = True
@@ -120,9 +123,17 @@ class Loop:
         """A new decomposition at the start of an outer iteration; later inner iterations carry it over."""
         if current is not None:
             return {"new": False, "feedback": feedback, "decomposition": current.to_dict()}
-        decomposition = self.agents.slow.decompose(task, feedback)
-        return {"new": True, "feedback": feedback, "decomposition": decomposition.to_dict(),
-                "prompt": self.agents.slow.messages(task, feedback)}
+        # A reply that never validates falls back to the recipe graph's decomposition (marked as such).
+        result = self.agents.slow.decompose_or_fallback(task, feedback)
+        record = {"new": True, "feedback": feedback, "decomposition": result.decomposition.to_dict(),
+                  "prompt": self.agents.slow.messages(task, feedback)}
+        if result.repairs:
+            record["goal_repairs"] = result.repairs
+        if result.cuts:
+            record["prompt_cuts"] = result.cuts
+        if result.fallback:
+            record.update(fallback=result.fallback, error=result.error)
+        return record
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
                   feedback: str) -> dict[str, Any]:
@@ -166,8 +177,12 @@ class Loop:
         if evaluation["error"]:
             diagnostics.append(f"training failed: {evaluation['error']}")
         args = (task, index + 1, decomposition, probes, evaluation["report"], diagnostics)
-        feedback: Feedback = self.agents.critic.review(*args)
-        return {"by": "critic", **feedback.to_dict(), "prompt": self.agents.critic.messages(*args)}
+        # A reply that never validates is a "fast" decision carrying the error (the run goes on).
+        feedback, error = self.agents.critic.review_or_fallback(*args)
+        record = {"by": "critic", **feedback.to_dict(), "prompt": self.agents.critic.messages(*args)}
+        if error:
+            record.update(fallback="fast", error=error)
+        return record
 
     # -- the planner: long-horizon tasks as a chain of skills -------------------------------------------
 

@@ -1,0 +1,150 @@
+"""LLM faults degrade, never end a run (issue 13), against the real embedded 0.5B model: prompts are cut to
+the context in priority order; a server-side overflow is shrunk and answered; a reply that never validates
+falls back per role (recorded, counted, retried with a new seed); garbled goals are repaired."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_helpers import Recording
+
+from rlgpt.agents.critic import Critic
+from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.replies import Decomposition, FastSetup, SubAction
+from rlgpt.agents.slow import RECIPE_GRAPH, SlowAgent, check_goals, recipe_decomposition
+from rlgpt.config import AgentConfig, RunConfig
+from rlgpt.llm.cache import ResponseCache
+from rlgpt.llm.client import LLMClient, retry_seed
+from rlgpt.llm.config import LLMConfig
+from rlgpt.llm.context import CUT_ORDER, DEFAULT_N_CTX, RolePrompt, fit, priority, prompt_tokens
+from rlgpt.macro.probe import probe_macro
+
+CHOP = SubAction("chop_tree", "face a tree and collect wood", "code", "wood", "fixed recipe")
+IDLE = "def chop_tree(game):\n    while True:\n        yield 'noop'\n"
+# A completion limit no JSON reply of these schemas fits in: the real model's reply is cut, never valid.
+UNFIT = AgentConfig(json_max_tokens=4)
+
+
+def big_critic_prompt(critic: Critic) -> RolePrompt:
+    probe = probe_macro(IDLE, seeds=tuple(range(8)), max_steps=4, goal="wood")
+    evaluation = {"success_rate": 0.0, "traces": [f"move_left x{i}, noop, chop_tree (max_steps)" * 8
+                                                  for i in range(40)]}
+    diagnostics = [f"chop_tree: [runtime] error number {i} at line {i}" for i in range(400)]
+    return critic.prompt("collect_wood", 3, Decomposition((CHOP,)), [probe] * 6, evaluation, diagnostics)
+
+
+def test_default_context_is_large_enough_without_a_config() -> None:
+    assert DEFAULT_N_CTX == 8192
+    assert LLMConfig().n_ctx == DEFAULT_N_CTX and RunConfig().llm.n_ctx == DEFAULT_N_CTX
+
+
+def test_prompt_is_cut_in_priority_order_to_fit(agent_model) -> None:
+    client = LLMClient(agent_model)
+    critic = Critic(client, AgentConfig(critic_max_chars=40000))
+    whole = prompt_tokens(client, big_critic_prompt(critic).render())
+    for shortfall, expect in ((200, ["probes"]), (whole // 3, None)):
+        prompt = big_critic_prompt(critic)
+        budget = whole - shortfall
+        messages = fit(prompt, client, 0, budget)
+        assert prompt_tokens(client, messages) <= budget
+        assert prompt.cuts and (expect is None or prompt.cuts == expect)
+        # Cut in priority order (what is cut first, first), each with a visible marker.
+        assert prompt.cuts == sorted(prompt.cuts, key=priority, reverse=True)
+        assert all(name in CUT_ORDER for name in prompt.cuts)
+        assert all("[cut:" in prompt.values[name] for name in prompt.cuts)
+        # The rules, the API and the task are never cut.
+        assert critic.prompt("collect_wood", 3, None).values["env_rules"] == prompt.values["env_rules"]
+        assert "Task: unlock the achievement collect_wood" in messages[1]["content"]
+    assert len(prompt.cuts) >= 2
+
+
+@pytest.mark.slow
+def test_overflowing_prompt_is_shrunk_and_answered(agent_model, tmp_path: Path) -> None:
+    # The client believes in a context twice the model's: the prompt fitted to it overflows the real
+    # llama.cpp context, which refuses it; the prompt is fitted smaller and answered.
+    recording = Recording(agent_model)
+    client = LLMClient(recording, n_ctx=2 * agent_model.n_ctx, schema_retries=0,
+                       cache=ResponseCache(tmp_path / "cache"))
+    critic = Critic(client, AgentConfig(critic_max_chars=40000, json_max_tokens=96))
+    args = ("collect_wood", 3, Decomposition((CHOP,)))
+    prompt = big_critic_prompt(critic)
+    assert prompt_tokens(agent_model, prompt.render()) > agent_model.n_ctx
+    feedback, error = critic.review_or_fallback(*args, *[[probe_macro(IDLE, seeds=(0,), max_steps=4,
+                                                                        goal="wood")] * 40],
+                                                {"traces": ["noop " * 400] * 30}, ["x" * 300] * 200)
+    # The first request was refused by llama.cpp (too long for its context), the last one answered.
+    sent = [prompt_tokens(agent_model, messages) for messages, _, _ in recording.requests]
+    assert len(sent) >= 2 and sent[0] + 96 > agent_model.n_ctx and sent[-1] + 96 <= agent_model.n_ctx
+    assert sent == sorted(sent, reverse=True)
+    assert "[cut:" in recording.requests[-1][0][1]["content"]
+    assert client.usage["critic"].calls == 1  # one answer (a refused prompt is no call)
+    # Answered: valid feedback, or (a 96-token reply of the 0.5B may be cut) the fallback, never overflow.
+    assert "context" not in error and feedback.target in ("fast", "slow", "done")
+
+
+@pytest.mark.slow
+def test_never_valid_replies_fall_back_per_role(agent_model, tmp_path: Path) -> None:
+    recording = Recording(agent_model)
+    cache = ResponseCache(tmp_path / "cache")
+    client = LLMClient(recording, cache=cache, schema_retries=1)
+
+    slow = SlowAgent(client, UNFIT).decompose_or_fallback("make_wood_pickaxe")
+    assert slow.fallback == RECIPE_GRAPH and "no schema-valid reply" in slow.error
+    assert slow.decomposition == recipe_decomposition("make_wood_pickaxe")
+    assert [s.goal for s in slow.decomposition.subactions] == ["collect_wood", "place_table",
+                                                               "make_wood_pickaxe"]
+    # The re-ask after the invalid reply used a new sampling seed (its own cache entry).
+    seeds = [sampling.seed for _, _, sampling in recording.requests]
+    assert seeds == [0, retry_seed(0, 1)] and seeds[0] != seeds[1]
+
+    feedback, error = Critic(client, UNFIT).review_or_fallback("collect_wood", 1, Decomposition((CHOP,)))
+    assert feedback.target == "fast" and error and error[:60] in feedback.problems[0]
+
+    setup, setup_error = FastAgent(client, UNFIT).setup_or_fallback(
+        "collect_wood", Decomposition((CHOP,)), ["chop_tree"])
+    assert setup == FastSetup.default(["chop_tree"]) and setup_error
+    assert client.metrics()["llm/fallbacks"] == 3.0
+    assert {r: client.metrics()[f"llm/{r}/fallbacks"] for r in ("slow", "critic", "fast")} == \
+        {"slow": 1.0, "critic": 1.0, "fast": 1.0}
+
+    # Resuming with the same cache asks the model nothing again and lands on the same fallback.
+    asked = len(recording.requests)
+    again = SlowAgent(LLMClient(recording, cache=cache, schema_retries=1), UNFIT)
+    assert again.decompose_or_fallback("make_wood_pickaxe").decomposition == slow.decomposition
+    assert len(recording.requests) == asked
+
+
+def test_retry_seed_is_new_per_attempt() -> None:
+    seeds = [retry_seed(5, a) for a in range(4)]
+    assert seeds[0] == 5 and len(set(seeds)) == 4
+
+
+def sub(name: str, goal: str) -> dict:
+    return {"name": name, "description": "d", "how": "code", "goal": goal, "why": ""}
+
+
+def test_check_goals_repairs_garbled_goals() -> None:
+    data = {"subactions": [sub("collect_wood", "wood"), sub("make_stone_pickaxe", "collect_stone"),
+                           sub("get_coal", "Coals"), sub("dance", "moonwalk")]}
+    fixed, notes = check_goals(data, "make_stone_pickaxe")
+    goals = [s["goal"] for s in fixed["subactions"]]
+    # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped.
+    assert goals == ["collect_wood", "make_stone_pickaxe", "coal", ""]
+    assert len(notes) == 4 and any("moonwalk" in n and "dropped" in n for n in notes)
+    assert data["subactions"][1]["goal"] == "collect_stone"  # the input is not modified
+    Decomposition.from_dict(fixed)
+
+
+@pytest.mark.parametrize("task", ["collect_diamond", "eat_cow", "place_furnace+make_iron_sword"])
+def test_check_goals_appends_the_tasks_own_achievement(task: str) -> None:
+    data = {"subactions": [sub(f"step_{i}", "wood") for i in range(8)]}
+    fixed, notes = check_goals(data, task)
+    goals = [s["goal"] for s in fixed["subactions"]]
+    for target in task.split("+"):
+        assert target in goals
+    assert len(goals) <= 8 and notes
+    Decomposition.from_dict(fixed)
+    assert check_goals({"subactions": [sub("get", "diamond")]}, "collect_diamond")[1] == []  # the item counts
+    unchanged, none = check_goals(fixed, task)
+    assert unchanged == fixed and none == []
