@@ -9,14 +9,24 @@ draws from the world's RNG, which is left in exactly the state crafter's generat
 three smooth fields every tile needs (start area, water, mountain) are combined in numpy with crafter's own
 expressions, so even ``np.exp`` is the same function. `tests/envs/test_worldgen.py` checks equality
 with crafter's generator world by world: materials, objects (kind, position, order) and RNG state.
+
+The noise itself is read from tables (`noise_tables`, `_table_noise`): every noise value crafter reads
+is traced once per world size into its terms, and a world only supplies the gradients at ~2.1k lattice
+vertices; the sums are redone in opensimplex's order, so the doubles are opensimplex's, bit for bit. The
+point-by-point kernels (`_smooth_noise`, `_tiles`) stay as the reference `CompiledBatch(noise="direct")`
+runs and `bench.worldgen` measures against.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
+import os
 import time
 import types
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from crafter import engine, objects
@@ -220,13 +230,48 @@ class NoiseTables:
     vertex: np.ndarray
     vertices: np.ndarray
     seconds: float
-    """How long building them took (once per world size and process, at the engine's construction)."""
+    """How long getting them took, at the engine's construction, once per world size and process: tracing
+    them (1-3 s, the first time on a machine) or loading them from disk."""
+
+
+def _tables_path(width: int, height: int) -> Path:
+    """Where traced tables are kept between processes: beside numba's cache of this module (or under
+    ``NUMBA_CACHE_DIR``), named by the world size and a digest of what they are traced from (this file and
+    opensimplex's ``_noise3``), so a changed generator never reads stale tables."""
+    source = Path(__file__).read_bytes() + inspect.getsource(_noise3.py_func).encode()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    folder = Path(root) if root else Path(__file__).parent / "__pycache__"
+    return folder / f"worldgen_noise_{width}x{height}_{digest}.npz"
 
 
 @functools.lru_cache(maxsize=4)
 def noise_tables(width: int, height: int) -> NoiseTables:
-    """Trace every noise input of a ``width`` x ``height`` world (1-3 s for 64x64 in Python; cached)."""
+    """The tables of a ``width`` x ``height`` world: loaded from disk (`_tables_path`), or traced (1-3 s
+    for 64x64) and saved there for the next process; cached in this process."""
     began = time.perf_counter()
+    path = _tables_path(width, height)
+    try:
+        with np.load(path) as saved:
+            arrays = [saved[name] for name in ("offsets", "coef", "vertex", "vertices")]
+        return NoiseTables(*arrays, time.perf_counter() - began)
+    except (OSError, KeyError, ValueError):
+        pass  # not there yet (or unreadable): trace
+    tables = _trace_tables(width, height, began)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.stem}.{os.getpid()}.npz")
+        np.savez(
+            partial, offsets=tables.offsets, coef=tables.coef, vertex=tables.vertex, vertices=tables.vertices
+        )
+        os.replace(partial, path)  # atomic: concurrent workers never read a half-written file
+    except OSError:
+        pass  # a read-only install traces in every process instead
+    return tables
+
+
+def _trace_tables(width: int, height: int, began: float) -> NoiseTables:
+    """Trace every noise input of a ``width`` x ``height`` world (`noise_tables` without the disk)."""
     offsets = np.zeros((len(_OCTAVES), width * height + 1), np.int64)
     coef: list[tuple] = []
     vertex: list[int] = []

@@ -140,3 +140,21 @@ def test_engine_resets_build_crafter_envs_worlds(noise: str, area, seeds: int, e
             assert_same_world(
                 engine_world(engine, seed), expected[seed][episode], f"seed {seed} ep {episode + 1}"
             )
+
+
+def test_noise_tables_saved_for_the_next_process_load_the_same(tmp_path, monkeypatch) -> None:
+    """Traced tables go to disk (beside numba's cache) and a later process loads exactly them."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    worldgen.noise_tables.cache_clear()
+    try:
+        traced = worldgen.noise_tables(16, 12)
+        saved = list(tmp_path.glob("worldgen_noise_16x12_*.npz"))
+        assert len(saved) == 1 and not list(tmp_path.glob("*.*.npz")), "one complete file, no partial left"
+        worldgen.noise_tables.cache_clear()  # as a new process
+        loaded = worldgen.noise_tables(16, 12)
+        assert loaded is not traced
+        for name in ("offsets", "coef", "vertex", "vertices"):
+            a, b = getattr(traced, name), getattr(loaded, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+    finally:
+        worldgen.noise_tables.cache_clear()
