@@ -1,4 +1,5 @@
-"""Crafter tasks: one achievement (or a set of them) to unlock, with a sparse reward.
+"""Crafter tasks: one achievement (or a set of them) to unlock, with a sparse reward; or the Crafter benchmark
+itself (`BENCHMARK_TASK`), with crafter's own reward.
 
 LLM-written dense reward code is not a task property: it is compiled by the macro compiler and added by
 `rlgpt.macro.reward.DenseRewardWrapper`, which contains its failures as diagnostics.
@@ -21,6 +22,11 @@ ACHIEVEMENTS: tuple[str, ...] = tuple(constants.achievements)
 DEFAULT_EPISODE_LENGTH = 10000
 """Primitive steps per episode when a task does not say otherwise (crafter's own default length)."""
 
+BENCHMARK_TASK = "crafter"
+"""The task name of the Crafter benchmark (Hafner 2021): crafter's own reward (+1 the first time each of the
+22 achievements is unlocked, plus the health change / 10), episodes that end only at death or at the episode
+length, measured by the Crafter score (`rlgpt.rl.score.crafter_score`) instead of one task's success."""
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
@@ -32,6 +38,9 @@ class TaskSpec:
     """Achievements that must all be unlocked in the same episode for the task to succeed."""
     episode_length: int = DEFAULT_EPISODE_LENGTH
     """Episode limit in primitive steps; the episode is truncated when it is reached."""
+    benchmark: bool = False
+    """The Crafter benchmark (`BENCHMARK_TASK`): reward is crafter's own and unlocking the targets (all 22)
+    does not end the episode; ``success`` still means every target unlocked."""
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -46,6 +55,9 @@ class TaskSpec:
         """Build the task named ``name``: an achievement (``collect_wood``) or ``a+b`` for several targets."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"task name must be a non-empty string, got {name!r}")
+        if name.strip() == BENCHMARK_TASK:
+            return cls(name=BENCHMARK_TASK, targets=ACHIEVEMENTS, episode_length=episode_length,
+                       benchmark=True)
         targets = tuple(part.strip() for part in name.split("+"))
         for target in targets:
             _check_achievement(target)
@@ -57,6 +69,13 @@ class TaskSpec:
     def target_indices(self) -> tuple[int, ...]:
         """Positions of the targets in `ACHIEVEMENTS` (columns of a batch's achievement counts)."""
         return tuple(ACHIEVEMENTS.index(target) for target in self.targets)
+
+    def outcome(self, success: Any, dead: Any, at_limit: Any, crafter_reward: Any) -> tuple[Any, Any, Any]:
+        """The step's ``(reward, terminated, truncated)``: `task_outcome`, or for the benchmark
+        `benchmark_outcome`. Takes Python values (one game) or numpy arrays (a batch) alike."""
+        if self.benchmark:
+            return benchmark_outcome(crafter_reward, dead, at_limit)
+        return task_outcome(success, dead, at_limit)
 
 
 def task_outcome(success: Any, dead: Any, at_limit: Any) -> tuple[Any, Any, Any]:
@@ -70,6 +89,12 @@ def task_outcome(success: Any, dead: Any, at_limit: Any) -> tuple[Any, Any, Any]
     terminated = success | dead
     # ``^ True`` negates a Python bool and a numpy bool array alike (``~True`` is -2).
     return success * 1.0, terminated, at_limit & (terminated ^ True)
+
+
+def benchmark_outcome(crafter_reward: Any, dead: Any, at_limit: Any) -> tuple[Any, Any, Any]:
+    """The Crafter benchmark's ``(reward, terminated, truncated)``: crafter's own reward, termination on
+    death only, truncation at the limit unless the player died (crafter's ``done = dead or over``)."""
+    return crafter_reward, dead, at_limit & (dead ^ True)
 
 
 def _check_achievement(target: str) -> None:
@@ -88,7 +113,8 @@ class TaskEnv(gymnasium.Wrapper):
 
     Reward is 1.0 at the step all targets are unlocked (crafter's own reward is dropped; LLM-written dense
     reward code is added on top by `rlgpt.macro.reward.DenseRewardWrapper`). The episode terminates on
-    success or death and is truncated at ``spec.episode_length``. ``info`` adds ``success``, ``task`` and
+    success or death and is truncated at ``spec.episode_length``. The benchmark task (``spec.benchmark``)
+    keeps crafter's own reward and terminates on death only. ``info`` adds ``success``, ``task`` and
     ``achievements`` (all 22 -> 1 if unlocked this episode else 0).
     """
 
@@ -121,12 +147,12 @@ class TaskEnv(gymnasium.Wrapper):
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One primitive step; returns ``(obs, reward, terminated, truncated, info)`` for the task."""
-        obs, _, dead, inner_truncated, info = self.env.step(action)
+        obs, crafter_reward, dead, inner_truncated, info = self.env.step(action)
         self._steps += 1
         achievements = info["achievements"]
         success = all(achievements[target] > 0 for target in self._task.targets)
         at_limit = inner_truncated or self._steps >= self._task.episode_length
-        reward, terminated, truncated = task_outcome(success, dead, at_limit)
+        reward, terminated, truncated = self._task.outcome(success, dead, at_limit, crafter_reward)
         return obs, reward, terminated, truncated, self._task_info(info, success)
 
     def _task_info(self, info: dict[str, Any], success: bool) -> dict[str, Any]:
@@ -162,9 +188,11 @@ def make_task_env(
 
 __all__ = [
     "ACHIEVEMENTS",
+    "BENCHMARK_TASK",
     "DEFAULT_EPISODE_LENGTH",
     "TaskEnv",
     "TaskSpec",
+    "benchmark_outcome",
     "make_task_env",
     "task_outcome",
 ]

@@ -54,8 +54,8 @@ def _train(args: argparse.Namespace) -> int:
     if cfg.eval_episodes > 0:
         report = evaluate(result.run_dir, episodes=cfg.eval_episodes)
         print(
-            f"eval: success {report.success_rate:.2f} over {report.episodes} episodes "
-            f"-> {result.run_dir / 'eval'}"
+            f"eval: success {report.success_rate:.2f}, Crafter score {report.crafter_score:.2f} over "
+            f"{report.episodes} episodes -> {result.run_dir / 'eval'}"
         )
     return 0
 
@@ -66,8 +66,8 @@ def _eval(args: argparse.Namespace) -> int:
     report = evaluate(args.run_dir, episodes=args.episodes, deterministic=args.deterministic, seed=args.seed)
     plot_learning_curves(args.run_dir)
     print(
-        f"{report.task}: success {report.success_rate:.2f} over {report.episodes} episodes "
-        f"@ {report.env_steps:,} env steps"
+        f"{report.task}: success {report.success_rate:.2f}, Crafter score {report.crafter_score:.2f} over "
+        f"{report.episodes} episodes @ {report.env_steps:,} env steps"
     )
     unlocked = {k: v for k, v in report.achievement_success.items() if v > 0}
     for name, rate in sorted(unlocked.items(), key=lambda kv: -kv[1]):
@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train PPO (Sample Factory APPO) on a Crafter task")
     p.add_argument("--config", help="YAML config (default: built-in defaults)")
     p.add_argument(
-        "--task", help="Crafter achievement(s), e.g. collect_wood or place_table+make_wood_pickaxe"
+        "--task", help="Crafter achievement(s), e.g. collect_wood or place_table+make_wood_pickaxe; "
+        "'crafter': the Crafter benchmark (crafter's own reward)"
     )
     p.add_argument("--steps", help="environment steps to train for")
     p.add_argument("--seed", help="seed for policy and environments")
@@ -214,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="the RL-GPT loop (or a baseline) on a Crafter task")
     p.add_argument("--config", help="YAML RunConfig (default: built-in defaults)")
-    p.add_argument("--task", help="Crafter achievement(s), e.g. make_wood_pickaxe or a+b")
+    p.add_argument("--task", help="Crafter achievement(s), e.g. make_wood_pickaxe or a+b; "
+                   "'crafter': the Crafter benchmark")
     p.add_argument("--steps", help="total primitive-step RL budget across iterations")
     p.add_argument("--seed", help="seed for policies, environments and sampling")
     p.add_argument("--run-dir", dest="run_dir", help="run directory (the same one resumes)")

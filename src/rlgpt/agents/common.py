@@ -22,7 +22,16 @@ def documentation(api: str = "skills") -> dict[str, str]:
 
 def describe_task(task: str) -> str:
     """A task name ("collect_wood", "a+b") as an instruction, followed by what it takes from the recipes
-    (`requirement_lines`: prerequisites in order, materials consumed)."""
+    (`requirement_lines`: prerequisites in order, materials consumed). The Crafter benchmark task
+    (`rlgpt.envs.tasks.BENCHMARK_TASK`) is "unlock as many achievements as you can"."""
+    from rlgpt.envs.tasks import ACHIEVEMENTS, BENCHMARK_TASK
+
+    if task.strip() == BENCHMARK_TASK:
+        return ("unlock as many different achievements as you can in one episode (the Crafter benchmark: "
+                "reward +1 the first time each achievement is unlocked, plus the health change / 10; the "
+                "episode ends when the player dies or at the step limit; the measure is the Crafter score "
+                "over all 22 achievements, so rare achievements count most)\nThe achievements: "
+                + ", ".join(ACHIEVEMENTS))
     targets = [t.strip() for t in task.split("+") if t.strip()]
     if len(targets) == 1:
         goal = f"unlock the achievement {targets[0]} (in one episode)"

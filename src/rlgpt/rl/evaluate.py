@@ -22,6 +22,7 @@ from sample_factory.model.model_utils import get_rnn_size
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import EvalError, latest_checkpoint, load_checkpoint, load_sf_config
 from rlgpt.rl.model import register_model
+from rlgpt.rl.score import PAPER_SCORES_1M, crafter_score, percent_rates, success_measure
 from rlgpt.rl.sf_config import task_from_env_name
 from rlgpt.rl.sf_env import make_crafter_env
 from rlgpt.run import layout, rundir
@@ -46,9 +47,12 @@ class EvalReport:
     env_steps: int
     """Training env (primitive) steps of the evaluated checkpoint."""
     success_rate: float
-    """Fraction of episodes in which the task succeeded."""
+    """Fraction of episodes in which the task succeeded; for the Crafter benchmark task the Crafter score /
+    100 (`rlgpt.rl.score.success_measure`), the measure the loop stops on and picks iterations by."""
     achievement_success: dict[str, float]
     """Per achievement: fraction of episodes in which it was unlocked."""
+    crafter_score: float
+    """The Crafter score (Hafner 2021, 0-100) of `achievement_success`, for any task."""
     mean_episode_steps: float
     """Mean primitive steps per episode."""
     mean_return: float
@@ -134,14 +138,18 @@ def evaluate(
         env.close()
 
     stats = [s for s, _ in results]
+    task = task_from_env_name(cfg.env)
+    achievement_success = {
+        name: float(np.mean([s[f"rollout/achievement/{name}"] for s in stats])) for name in ACHIEVEMENTS
+    }
     report = EvalReport(
-        task=task_from_env_name(cfg.env),
+        task=task,
         episodes=len(results),
         env_steps=int(checkpoint.get("env_steps", 0)),
-        success_rate=float(np.mean([s["rollout/success"] for s in stats])),
-        achievement_success={
-            name: float(np.mean([s[f"rollout/achievement/{name}"] for s in stats])) for name in ACHIEVEMENTS
-        },
+        success_rate=success_measure(task, float(np.mean([s["rollout/success"] for s in stats])),
+                                     achievement_success),
+        achievement_success=achievement_success,
+        crafter_score=crafter_score(percent_rates(achievement_success)),
         mean_episode_steps=float(np.mean([s["rollout/episode_steps"] for s in stats])),
         mean_return=float(np.mean([r for _, r in results])),
         deterministic=deterministic,
@@ -154,8 +162,11 @@ def evaluate(
         out_dir.mkdir(exist_ok=True)
         rundir.write_json(out_dir / layout.EVAL_JSON, asdict(report))
         plot_eval(report, out_dir / layout.EVAL_PNG)
+        plot_crafter_achievements({task: report.achievement_success}, out_dir / layout.EVAL_CRAFTER_PNG,
+                                  f"{task} @ {report.env_steps:,} env steps, {report.episodes} episodes")
         scalars = {
             "eval/success_rate": report.success_rate,
+            "eval/crafter_score": report.crafter_score,
             "eval/mean_return": report.mean_return,
             "eval/mean_episode_steps": report.mean_episode_steps,
         }
@@ -240,6 +251,37 @@ def plot_eval(report: EvalReport, path: Path) -> None:
         f"{report.task}: success {report.success_rate:.2f} over {report.episodes} episodes "
         f"@ {report.env_steps:,} env steps"
     )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_crafter_achievements(rates: dict[str, dict[str, float]], path: Path, title: str) -> None:
+    """The Crafter paper's per-achievement chart: success rate in percent (log scale) of each of the 22
+    achievements, one bar group per entry of ``rates`` (label -> achievement -> fraction 0-1), each
+    labelled with its Crafter score; the paper's 1M-step anchor scores in the corner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    width = 0.8 / max(len(rates), 1)
+    for k, (label, fractions) in enumerate(rates.items()):
+        percent = percent_rates(fractions)
+        # Log scale as in the paper; a rate of 0 is drawn at the axis floor.
+        values = [max(percent.get(name, 0.0), 0.01) for name in ACHIEVEMENTS]
+        ax.bar([i + (k - (len(rates) - 1) / 2) * width for i in range(len(ACHIEVEMENTS))], values, width,
+               label=f"{label}: score {crafter_score(percent):.1f}")
+    ax.set_yscale("log")
+    ax.set_ylim(0.01, 100)
+    ax.set_yticks([0.01, 0.1, 1, 10, 100], ["0.01", "0.1", "1", "10", "100"])
+    ax.set_xticks(range(len(ACHIEVEMENTS)), ACHIEVEMENTS, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("success rate (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    anchors = ", ".join(f"{name} {score}" for name, score in PAPER_SCORES_1M.items())
+    ax.set_title(f"Crafter score: {title}\npaper at 1M steps: {anchors}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

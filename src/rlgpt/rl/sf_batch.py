@@ -8,8 +8,9 @@ instead of once per game in Python wrappers and per-env messages.
 
 What training needs from the per-env path (`rlgpt.rl.wrappers`) is kept, from the same definitions:
 
-- the task (`rlgpt.envs.tasks.task_outcome`): reward 1 and termination when every target is unlocked,
-  termination on death, truncation at the episode length;
+- the task (`rlgpt.envs.tasks.TaskSpec.outcome`): reward 1 and termination when every target is unlocked,
+  termination on death, truncation at the episode length; for the Crafter benchmark crafter's own reward
+  (the batch's, equal to `CrafterEnv`'s) and termination on death only;
 - the ``rollout/*`` episode statistics (`rlgpt.rl.wrappers.episode_stats`), reported for the games whose
   episode ended as arrays Sample Factory's batched runner files under the same keys;
 - the ``num_frames`` observation key `rlgpt.rl.learner.SMDPLearner` reads (k = 1 after every step: the
@@ -32,7 +33,7 @@ import torch
 
 from rlgpt.envs.batch import CrafterBatch
 from rlgpt.envs.crafter import ACTION_NAMES, N_IDS, VECTOR_FIELDS
-from rlgpt.envs.tasks import TaskSpec, task_outcome
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.wrappers import episode_stats, game_seed
 
@@ -83,7 +84,7 @@ class BatchTaskEnv(gym.Env):
         self._steps += 1
         success = (out.achievements[:, self._targets] > 0).all(axis=1)
         at_limit = self._steps >= self.spec.episode_length
-        reward, terminated, truncated = task_outcome(success, out.dead, at_limit)
+        reward, terminated, truncated = self.spec.outcome(success, out.dead, at_limit, out.reward)
         done = terminated | truncated
         infos: dict[str, torch.Tensor] = {}
         if done.any():

@@ -23,6 +23,7 @@ from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
+from rlgpt.rl.score import crafter_score, percent_rates, success_measure
 from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run import layout
 from rlgpt.run.executor import Executor, TrainJob
@@ -115,10 +116,12 @@ def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
     def mean(key: str) -> float:  # failed episodes count as 0 (no success, no achievement)
         return float(sum(s[key] for s in results) / episodes)
 
+    achievement_success = {a: mean(f"rollout/achievement/{a}") for a in ACHIEVEMENTS}
     report = {
         "task": cfg.task, "episodes": episodes, "env_steps": 0,
-        "success_rate": mean("rollout/success"),
-        "achievement_success": {a: mean(f"rollout/achievement/{a}") for a in ACHIEVEMENTS},
+        "success_rate": success_measure(cfg.task, mean("rollout/success"), achievement_success),
+        "achievement_success": achievement_success,
+        "crafter_score": crafter_score(percent_rates(achievement_success)),
         "mean_episode_steps": float(np.mean([s["rollout/episode_steps"] for s in results] or [0.0])),
         "macro_stats": {POLICY_MACRO: macro_totals(results)} if results else {},
         "traces": traces,

@@ -22,7 +22,8 @@ A run directory of ``rlgpt run`` (``RUN/``)::
 
 A training run directory (``rlgpt train``, ``iter_N/train/``) is Sample Factory's experiment directory
 (``checkpoint_p0/``, ``config.json``, ``.summary/``) plus ``rlgpt.yaml``, ``metrics.csv``,
-``learning_curves.png``, ``eval/eval.json`` + ``eval/eval_success.png`` (`rlgpt eval`), and, when the
+``learning_curves.png``, ``eval/eval.json`` + ``eval/eval_success.png`` + ``eval/eval_crafter.png`` (the
+Crafter paper's per-achievement chart with the score) (`rlgpt eval`), and, when the
 executor runs it, ``job.json``, ``result.json``, ``trained.json`` and ``attempts.json`` (and, on Ray,
 ``ray_worker.json``).
 
@@ -78,6 +79,8 @@ CODE_DIR = "code"
 TABLE_MD = "results.md"
 TABLE_PNG = "results.png"
 CURVES_PNG = "iterations.png"
+CRAFTER_PNG = "crafter.png"
+"""`rlgpt report`'s Crafter paper per-achievement chart with the score (runs of the benchmark task)."""
 SWEEP_JSON = "sweep.json"
 SWEEP_LOCK = ".sweep.lock"
 REPORT_DIR = "report"
@@ -92,6 +95,8 @@ EVAL_DIR = "eval"
 EVAL_JSON = "eval.json"
 """`rlgpt eval`'s report, inside `EVAL_DIR` (not an iteration's `TRAINING_JSON`)."""
 EVAL_PNG = "eval_success.png"
+EVAL_CRAFTER_PNG = "eval_crafter.png"
+"""The Crafter paper's per-achievement chart of an evaluation, with its Crafter score."""
 WORKER_MARKERS = ".workers"
 """Per-env-worker markers of the running macro (`rlgpt.rl.workers`); removed when the run ends."""
 JOB_JSON = "job.json"

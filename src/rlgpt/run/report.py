@@ -1,5 +1,7 @@
 """`rlgpt report RUN_DIR...`: the paper's Table 2 shape (success per task per mode at a step budget) as
-Markdown and PNG, plus per-iteration success curves, from the ``summary.json`` every `rlgpt run` writes."""
+Markdown and PNG, plus per-iteration success curves, from the ``summary.json`` every `rlgpt run` writes;
+for runs of the Crafter benchmark task, the Crafter score per mode and the Crafter paper's per-achievement
+chart (`crafter_section`)."""
 
 from __future__ import annotations
 
@@ -90,5 +92,45 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[st
     fig.tight_layout()
     fig.savefig(out / layout.CURVES_PNG, dpi=100)
     plt.close(fig)
-    return {"markdown": out / layout.TABLE_MD, "table": out / layout.TABLE_PNG,
-            "curves": out / layout.CURVES_PNG}
+    written = {"markdown": out / layout.TABLE_MD, "table": out / layout.TABLE_PNG,
+               "curves": out / layout.CURVES_PNG}
+    crafter = crafter_section(summaries, out / layout.CRAFTER_PNG)
+    if crafter:
+        with open(out / layout.TABLE_MD, "a") as f:
+            f.write("\n" + crafter + "\n")
+        written["crafter"] = out / layout.CRAFTER_PNG
+    return written
+
+
+def crafter_section(summaries: list[dict[str, Any]], png: Path) -> str:
+    """For the runs of the Crafter benchmark task: Markdown with the Crafter score per mode (mean and range
+    over seeds, from each run's per-achievement success) and per-achievement success, and the paper's
+    per-achievement chart at `png` (achievement rates averaged over seeds per mode). "" when no run is one."""
+    from rlgpt.envs.tasks import ACHIEVEMENTS, BENCHMARK_TASK
+    from rlgpt.rl.evaluate import plot_crafter_achievements
+    from rlgpt.rl.score import PAPER_SCORES_1M, crafter_score, percent_rates
+
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for s in summaries:
+        if s["task"] == BENCHMARK_TASK and s.get("achievement_success"):
+            runs.setdefault(s["mode"], []).append(s)
+    if not runs:
+        return ""
+    modes = [m for m in MODES_ORDER if m in runs] + [m for m in runs if m not in MODES_ORDER]
+    mean_rates = {m: {a: sum(r["achievement_success"].get(a, 0.0) for r in runs[m]) / len(runs[m])
+                      for a in ACHIEVEMENTS} for m in modes}
+    lines = ["# Crafter benchmark", "",
+             "| mode | Crafter score (mean over seeds) | range | seeds | primitive steps |",
+             "|---|---|---|---|---|"]
+    for m in modes:
+        scores = [crafter_score(percent_rates(r["achievement_success"])) for r in runs[m]]
+        steps = max(r["steps_used"] for r in runs[m])
+        lines.append(f"| {m} | {sum(scores) / len(scores):.2f} | {min(scores):.2f}-{max(scores):.2f} | "
+                     f"{len(scores)} | {steps:,d} |")
+    anchors = ", ".join(f"{k} {v}" for k, v in PAPER_SCORES_1M.items())
+    lines += ["", f"Paper anchors at 1M steps: {anchors}", "",
+              "| achievement | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    for a in ACHIEVEMENTS:
+        lines.append(f"| {a} | " + " | ".join(f"{100 * mean_rates[m][a]:.1f}%" for m in modes) + " |")
+    plot_crafter_achievements(mean_rates, png, "success per achievement, mean over seeds")
+    return "\n".join(lines)

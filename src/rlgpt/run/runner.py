@@ -33,9 +33,13 @@ def make_executor(cfg: RunConfig) -> Executor:
 
 def uses_planner(cfg: RunConfig) -> bool:
     """Long-horizon tasks (a prerequisite chain of at least ``planner_min_chain`` achievements) go through
-    the task planner and the skill library."""
+    the task planner and the skill library. The Crafter benchmark does not: it has no chain to reach, the
+    slow agent decomposes "unlock as many achievements as you can"."""
     from rlgpt.agents.envdoc import prerequisite_chain
+    from rlgpt.envs.tasks import BENCHMARK_TASK
 
+    if cfg.task == BENCHMARK_TASK:
+        return False
     return len(prerequisite_chain(cfg.task.split("+"))) >= cfg.planner_min_chain
 
 
