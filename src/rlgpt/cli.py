@@ -63,7 +63,8 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from rlgpt.rl.evaluate import evaluate, plot_learning_curves
 
-    report = evaluate(args.run_dir, episodes=args.episodes, deterministic=args.deterministic, seed=args.seed)
+    report = evaluate(args.run_dir, episodes=args.episodes, deterministic=args.deterministic, seed=args.seed,
+                      split=args.split)
     plot_learning_curves(args.run_dir)
     print(
         f"{report.task}: success {report.success_rate:.2f}, Crafter score {report.crafter_score:.2f} over "
@@ -211,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--deterministic", action="store_true", help="argmax actions instead of sampling")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", choices=("validation", "test"), default="validation",
+                   help="evaluation seed split (rlgpt.rl.evaluate.eval_seed); test is for reported results")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("run", help="the RL-GPT loop (or a baseline) on a Crafter task")

@@ -102,7 +102,14 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["mode"] == "rlgpt" and summary["best"] == "iter_000" and len(summary["iterations"]) == 1
-    assert summary["success_rate"] == report["success_rate"] and summary["steps_used"] == evaluation["steps"]
+    assert summary["steps_used"] == evaluation["steps"]
+    # Selection saw validation episodes; the reported result is the selected policy on test episodes.
+    assert report["split"] == "validation" and summary["validation_success_rate"] == report["success_rate"]
+    test = json.loads((it / "test.json").read_text())
+    assert test["ok"], test["error"]
+    assert test["report"]["split"] == "test" and summary["eval_split"] == "test"
+    assert summary["success_rate"] == test["report"]["success_rate"] and test["report"]["episodes"] == 4
+    assert test["report"]["env_steps"] == report["env_steps"]  # the same checkpoint, not trained again
     assert summary["model_id"].endswith(QWEN_CODER_0_5B.filename)
     # The resumed session asked the model nothing the killed one had answered: no slow or fast calls.
     llm = summary["llm"]

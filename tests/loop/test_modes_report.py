@@ -53,6 +53,7 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
 
     for record_ in (ppo, code):
         assert RECORD_FIELDS <= set(record_)
+        assert record_["eval_split"] == "test"  # no selection in a baseline: its one policy, on test
         assert set(record_["achievement_success"]) == set(ppo["achievement_success"])
     table = result_table([ppo, code])
     assert table.splitlines()[0] == "| task | ppo | code |"

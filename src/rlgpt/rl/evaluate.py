@@ -32,8 +32,35 @@ TRACE_STEPS = 8
 """Actions kept per failed episode's trace."""
 TRACE_EPISODES = 5
 """Failed episodes traced per evaluation."""
-# Evaluation envs are seeded far from the training ones (SF seeds training env i with i).
-EVAL_SEED_BASE = 10_000_000
+# Evaluation envs are seeded far from the training ones (SF seeds training env i with i, prefix pools and
+# probes use their own bases well below these). Two disjoint splits: "validation" episodes are what the
+# loop may look at (success-threshold stop, best-iteration choice); "test" episodes are played once, by the
+# final evaluation of the selected policy, and are what summary.json and the report show.
+VALIDATION_SEED_BASE = 10_000_000
+"""First seed of the validation split."""
+TEST_SEED_BASE = 20_000_000
+"""First seed of the test split (validation seeds stay below it while run seeds < `MAX_RUN_SEED`)."""
+EPISODES_PER_SEED = 1000
+"""Episode seeds reserved per run seed: episode ``i`` of run seed ``s`` gets ``base + s * 1000 + i``."""
+MAX_RUN_SEED = (TEST_SEED_BASE - VALIDATION_SEED_BASE) // EPISODES_PER_SEED
+"""Run seeds must stay below this for the splits to stay disjoint."""
+SPLITS = ("validation", "test")
+"""The evaluation seed splits."""
+EVAL_SEED_BASE = VALIDATION_SEED_BASE
+"""Kept for callers that play validation-style episodes (skills, chains)."""
+
+
+def eval_seed(split: str, run_seed: int, episode: int) -> int:
+    """The env seed of evaluation episode ``episode`` of run seed ``run_seed`` in ``split``: one formula for
+    every mode, so that modes with the same run seed are scored on the same episodes."""
+    if split not in SPLITS:
+        raise EvalError(f"split must be one of {SPLITS}, got {split!r}")
+    if not 0 <= run_seed < MAX_RUN_SEED:
+        raise EvalError(f"run seed must be in [0, {MAX_RUN_SEED}) for disjoint eval seeds, got {run_seed}")
+    if not 0 <= episode < EPISODES_PER_SEED:
+        raise EvalError(f"at most {EPISODES_PER_SEED} evaluation episodes per seed, got {episode + 1}")
+    base = VALIDATION_SEED_BASE if split == "validation" else TEST_SEED_BASE
+    return base + run_seed * EPISODES_PER_SEED + episode
 
 
 @dataclass
@@ -59,6 +86,8 @@ class EvalReport:
     """Mean undiscounted episode return."""
     deterministic: bool
     """Whether actions were the policy's argmax instead of samples."""
+    split: str = "validation"
+    """Seed split the episodes came from (`SPLITS`)."""
     macro_stats: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per macro: calls, successes, mean_length, interrupted and fail_<kind> counts summed over episodes
     (mean_length averaged over calls)."""
@@ -77,15 +106,18 @@ def evaluate(
     seed: int = 0,
     write: bool = True,
     episode_length: int | None = None,
+    split: str = "validation",
 ) -> EvalReport:
     """Play ``episodes`` episodes with the newest checkpoint of ``run_dir`` and report success rates.
 
     ``episode_length`` replaces the training's episode limit (so that runs trained with different horizons
-    are evaluated alike). With ``write`` the report lands in ``run_dir/eval/`` as ``eval.json`` and
+    are evaluated alike). ``split`` picks the episode seeds (`eval_seed`). With ``write`` the report lands in
+    ``run_dir/eval/`` as ``eval.json`` and
     ``eval_success.png``.
     """
     if episodes < 1:
         raise EvalError(f"episodes must be >= 1, got {episodes}")
+    eval_seed(split, seed, episodes - 1)  # bad split, seed or count: an error before anything loads
     run_dir = Path(run_dir)
     cfg = load_sf_config(run_dir)
     if episode_length is not None:
@@ -98,7 +130,7 @@ def evaluate(
     model.load_state_dict(checkpoint["model"])
     model.eval()
 
-    obs = [env.reset(seed=EVAL_SEED_BASE + seed * 1000 + i)[0] for i, env in enumerate(envs)]
+    obs = [env.reset(seed=eval_seed(split, seed, i))[0] for i, env in enumerate(envs)]
     started = len(envs)
     returns = np.zeros(len(envs))
     names = _action_names(envs[0])
@@ -110,7 +142,7 @@ def evaluate(
     # Sampled actions come from torch's global generator: seeding it (in a fork, leaving the caller's
     # stream as it was) makes an evaluation of one checkpoint with one seed the same wherever it runs.
     with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(EVAL_SEED_BASE + seed)
+        torch.manual_seed(eval_seed(split, seed, 0))
         while active:
             batch = {k: torch.as_tensor(np.stack([obs[i][k] for i in active])) for k in obs[active[0]]}
             out = model(prepare_and_normalize_obs(model, batch), rnn_states[: len(active)])
@@ -127,7 +159,7 @@ def evaluate(
                         traces.append(f"{' -> '.join(recent[i])} ({ended})")
                     recent[i].clear()
                     if started < episodes:
-                        obs[i] = envs[i].reset(seed=EVAL_SEED_BASE + seed * 1000 + started)[0]
+                        obs[i] = envs[i].reset(seed=eval_seed(split, seed, started))[0]
                         returns[i] = 0.0
                         started += 1
                         still_active.append(i)
@@ -153,6 +185,7 @@ def evaluate(
         mean_episode_steps=float(np.mean([s["rollout/episode_steps"] for s in stats])),
         mean_return=float(np.mean([r for _, r in results])),
         deterministic=deterministic,
+        split=split,
         macro_stats=_macro_stats(stats),
         option_stats=_summed_stats(stats, "option/"),
         traces=traces,

@@ -22,7 +22,7 @@ from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
-from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
+from rlgpt.rl.evaluate import TRACE_EPISODES, TRACE_STEPS, eval_seed
 from rlgpt.rl.score import crafter_score, percent_rates, success_measure
 from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run import layout
@@ -41,7 +41,7 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
                                 run_dir=str(run_dir / layout.PPO_DIR / layout.TRAIN_DIR), eval_episodes=0,
                                 wandb=False)
     trained = run_dir / layout.PPO_DIR / layout.TRAIN_DIR
-    job = TrainJob(train, eval_episodes=cfg.eval_episodes)
+    job = TrainJob(train, eval_episodes=cfg.eval_episodes, eval_split="test")  # no selection: test
     evaluation = step(layout.training_record(run_dir / layout.PPO_DIR), lambda: job_record(executor.run(job)))
     progress.used(evaluation["steps"])
     iterations = [{"index": 0, "dir": layout.PPO_DIR, "ok": evaluation["ok"],
@@ -102,7 +102,7 @@ def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
     for episode in range(cfg.eval_episodes):
         # Each episode in a contained child (the code is the whole policy here): an episode whose process
         # runs out of memory or time, or dies, scores 0 and its diagnostic is reported; the run goes on.
-        out = run_contained(_play_episode, env, EVAL_SEED_BASE + cfg.seed * 1000 + episode, limits=contain)
+        out = run_contained(_play_episode, env, eval_seed("test", cfg.seed, episode), limits=contain)
         if out.diagnostic is not None:
             failures.append(str(out.diagnostic))
             continue
@@ -118,7 +118,7 @@ def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
 
     achievement_success = {a: mean(f"rollout/achievement/{a}") for a in ACHIEVEMENTS}
     report = {
-        "task": cfg.task, "episodes": episodes, "env_steps": 0,
+        "task": cfg.task, "episodes": episodes, "env_steps": 0, "split": "test",
         "success_rate": success_measure(cfg.task, mean("rollout/success"), achievement_success),
         "achievement_success": achievement_success,
         "crafter_score": crafter_score(percent_rates(achievement_success)),

@@ -42,18 +42,22 @@ class TrainJob:
     """Evaluation episodes after training."""
     eval_episode_length: int | None = None
     """Episode limit of the evaluation (None = the training's)."""
+    eval_split: str = "validation"
+    """Evaluation seed split (`rlgpt.rl.evaluate.SPLITS`): "validation" for what the loop selects on,
+    "test" for the reported result."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``job.json``)."""
         return {"config": to_dict(self.config), "reward_code": self.reward_code,
                 "observation": list(self.observation), "eval_episodes": self.eval_episodes,
-                "eval_episode_length": self.eval_episode_length}
+                "eval_episode_length": self.eval_episode_length, "eval_split": self.eval_split}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainJob:
         """Inverse of to_dict."""
         return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
-                   int(data["eval_episodes"]), data["eval_episode_length"])
+                   int(data["eval_episodes"]), data["eval_episode_length"],
+                   data.get("eval_split", "validation"))
 
     def env_setup(self) -> EnvSetup:
         """The training's env beyond the TrainConfig: the LLM's reward and observation."""
@@ -215,7 +219,7 @@ def run_job(job: TrainJob) -> JobResult:
         rundir.write_json(run_dir / layout.TRAINED_JSON, trained)
         plot_learning_curves(run_dir)
     report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
-                      seed=job.config.seed)
+                      seed=job.config.seed, split=job.eval_split, write=job.eval_split == "validation")
     return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0,
                      dataclasses.asdict(report))
 

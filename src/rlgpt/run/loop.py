@@ -165,7 +165,17 @@ class Loop:
             train.macros.file = str(it_dir / layout.MACROS_YAML)
         job = TrainJob(train, reply.reward_code, reply.observation, self.cfg.eval_episodes,
                        self.cfg.train.env.episode_length)
+        rundir.write_json(it_dir / layout.TRAIN_JOB_JSON, job.to_dict())
         return job_record(self.executor.run(job))
+
+    def test_step(self, it_dir: Path) -> dict[str, Any] | None:
+        """The selected iteration's policy evaluated once on test seeds (training is found finished and not
+        repeated); its record, or None for an iteration trained before jobs were kept."""
+        try:
+            job = TrainJob.from_dict(json.loads((it_dir / layout.TRAIN_JOB_JSON).read_text()))
+        except OSError:
+            return None
+        return job_record(self.executor.run(dataclasses.replace(job, eval_split="test")))
 
     def critic_step(self, task: str, index: int, decomposition: Decomposition, it_dir: Path,
                     fast: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -254,12 +264,14 @@ class Loop:
         macros = measured_macros(best_dir)
         provenance = {"run_dir": str(sub_dir), "iteration": summary["best"],
                       "model_id": getattr(self.agents.fast.client, "model_id", "")}
-        if summary["success_rate"] >= self.cfg.skill_threshold:
-            skill = library.add(task, summary["success_rate"], summary["steps_used"], provenance,
+        # Storing is a decision: it reads validation episodes, never the subtask's test result.
+        rate = summary.get("validation_success_rate", summary["success_rate"])
+        if rate >= self.cfg.skill_threshold:
+            skill = library.add(task, rate, summary["steps_used"], provenance,
                                 best_dir / layout.TRAIN_DIR, macros)
             source = "trained, stored"
         else:  # not good enough for the library, but the chain still tries it
-            skill = Skill(task, summary["success_rate"], summary["steps_used"], provenance, macros,
+            skill = Skill(task, rate, summary["steps_used"], provenance, macros,
                           path=str(best_dir), policy=layout.TRAIN_DIR)
             source = "trained, below threshold"
         return {"source": source, "steps": summary["steps_used"], "skill": dataclasses.asdict(skill)}
@@ -274,9 +286,17 @@ class Loop:
             return result_record(self.cfg, task, "rlgpt", steps, used, {}, iterations, best=None,
                                  checkpoint=None)
         best_dir = run_dir / best["dir"]
-        report = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
+        validation = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
+        # Selection above saw validation episodes only; the reported result is a fresh evaluation of the
+        # selected policy on test episodes (validation's when the iteration predates kept jobs).
+        test = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
+        report = (test or {}).get("report") or {}
+        if not report:
+            report = validation
         return result_record(self.cfg, task, "rlgpt", steps, used, report, iterations, best=best["dir"],
-                             checkpoint=str(best_dir / layout.TRAIN_DIR))
+                             checkpoint=str(best_dir / layout.TRAIN_DIR),
+                             validation_success_rate=float(validation.get("success_rate", 0.0)),
+                             test_error=(test or {}).get("error"))
 
 
 def measured_macros(it_dir: Path) -> list[dict[str, Any]]:

@@ -43,4 +43,5 @@ def result_record(cfg: RunConfig, task: str, mode: str, budget: int, used: int, 
     return {"task": task, "mode": mode, "seed": cfg.seed, "steps_budget": budget, "steps_used": used,
             "success_rate": float(report.get("success_rate", 0.0)),
             "achievement_success": report.get("achievement_success", {}),
-            "eval_episodes": report.get("episodes", 0), "iterations": iterations, **extra}
+            "eval_episodes": report.get("episodes", 0), "eval_split": report.get("split"),
+            "iterations": iterations, **extra}

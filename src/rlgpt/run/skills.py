@@ -180,7 +180,7 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
     achievements are all unlocked. Returns success on `task`, per-achievement rates, how far the chain got
     and the last steps before failures."""
     from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-    from rlgpt.rl.evaluate import EVAL_SEED_BASE, TRACE_EPISODES, TRACE_STEPS
+    from rlgpt.rl.evaluate import TRACE_EPISODES, TRACE_STEPS, eval_seed
 
     spec = TaskSpec.from_name(task)
     policies = [SkillPolicy(s) for s in skills]
@@ -195,7 +195,7 @@ def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length:
         while stage < len(policies) and not ended:
             policy = policies[stage]
             env = policy.wrap(base)
-            obs, _ = env.reset(seed=EVAL_SEED_BASE + seed * 1000 + episode) if first else env.reset()
+            obs, _ = env.reset(seed=eval_seed("test", seed, episode)) if first else env.reset()
             first = False
             goals = TaskSpec.from_name(policy.skill.task).targets
             while True:
