@@ -142,20 +142,52 @@ def _tiles(perm, grad, start, water, mountain, px, py, uniform):  # pragma: no c
     return material, placed[:n_placed], drawn
 
 
-def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The start, water and mountain fields every tile needs, from `_smooth_noise`'s octaves, with the
-    player at (px, py): crafter's expressions (``worldgen._set_material``) applied elementwise in numpy."""
-    width, height = noise.shape[1:]
-    xs = np.arange(width, dtype=np.int64)[:, None]
-    ys = np.arange(height, dtype=np.int64)[None, :]
-    start = 4 - np.sqrt((xs - px) ** 2 + (ys - py) ** 2)
-    start = start + 2 * noise[0]
-    start = 1 / (1 + np.exp(-start))
-    water = noise[1] + 0.15 * noise[2] + 0.1
-    water = water - 2 * start
-    mountain = (noise[3] + 0.3 * noise[4]) / _MOUNTAIN_NORM
-    mountain = mountain - (4 * start + 0.3 * water)
+@njit(cache=True)
+def _minus_start_logits(noise, px, py):  # pragma: no cover - compiled
+    """``-start`` before crafter's sigmoid, for every row of ``noise`` (``[rows, 5, width, height]``)."""
+    rows, _, width, height = noise.shape
+    out = np.empty((rows, width, height))
+    for i in range(rows):
+        for x in range(width):
+            for y in range(height):
+                start = 4 - np.sqrt(np.float64((x - px) ** 2 + (y - py) ** 2))
+                out[i, x, y] = -(start + 2 * noise[i, 0, x, y])
+    return out
+
+
+@njit(cache=True)
+def _fields(noise, exp_minus_start):  # pragma: no cover - compiled
+    """The start, water and mountain fields from the octaves and ``np.exp(-start)``."""
+    rows, _, width, height = noise.shape
+    start, water, mountain = (
+        np.empty((rows, width, height)),
+        np.empty((rows, width, height)),
+        np.empty((rows, width, height)),
+    )
+    for i in range(rows):
+        for x in range(width):
+            for y in range(height):
+                n = noise[i, :, x, y]
+                s = 1 / (1 + exp_minus_start[i, x, y])
+                w = (n[1] + 0.15 * n[2] + 0.1) - 2 * s
+                start[i, x, y] = s
+                water[i, x, y] = w
+                mountain[i, x, y] = (n[3] + 0.3 * n[4]) / _MOUNTAIN_NORM - (4 * s + 0.3 * w)
     return start, water, mountain
+
+
+def smooth_fields_rows(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The start, water and mountain fields every tile needs (``[rows, width, height]`` each), from
+    `_smooth_noise`'s octaves of each row (``noise[row]``), with the player at (px, py): crafter's
+    expressions (``worldgen._set_material``), the same IEEE operations in the same order, compiled, except
+    ``np.exp``, which stays numpy's so that it is crafter's function."""
+    return _fields(noise, np.exp(_minus_start_logits(noise, px, py)))
+
+
+def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`smooth_fields_rows` of one world's octaves (``[5, width, height]``)."""
+    start, water, mountain = smooth_fields_rows(noise[None], px, py)
+    return start[0], water[0], mountain[0]
 
 
 # ------------------------------------------------------------------ noise tables (the fast path)

@@ -190,10 +190,8 @@ class CompiledBatch:
         gradients = np.empty((k, len(self._tables[3]), 3))
         S, tables = self.state, self._tables
         kernels.reset_noise(S.key, S.pos, rows, seeds, _GRAD_LEN, tables, noise, perms, grads, gradients)
-        # worldgen.generate_world's numpy part, row by row exactly as it runs it (np.exp included).
-        start, water, mountain = (np.empty((k, w, h)) for _ in range(3))
-        for i in range(k):
-            start[i], water[i], mountain[i] = worldgen.smooth_fields(noise[i], w // 2, h // 2)
+        # worldgen.generate_world's fields, exactly as it computes them (np.exp included).
+        start, water, mountain = worldgen.smooth_fields_rows(noise, w // 2, h // 2)
         view = np.zeros((self.num_envs, *self.view_shape), np.uint8)
         vector = np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32)
         kernels.reset_world(
