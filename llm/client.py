@@ -36,6 +36,8 @@ class RoleUsage:
     """Completion tokens over all model calls."""
     latency_s: float = 0.0
     """Wall-clock seconds spent waiting for the model."""
+    cached_tokens: int = 0
+    """Prompt tokens served from kept model state (shared prefixes) instead of computed."""
 
 
 def retry_seed(seed: int, attempt: int) -> int:
@@ -160,6 +162,7 @@ class LLMClient:
         usage.calls += 1
         usage.prompt_tokens += completion.prompt_tokens
         usage.completion_tokens += completion.completion_tokens
+        usage.cached_tokens += completion.cached_tokens
         usage.latency_s += elapsed
         if self.cache is not None:
             self.cache.put(key, completion, {"model": self.model_id, "role": role, "messages": messages,
@@ -210,6 +213,10 @@ class LLMClient:
         """Return the cumulative `llm/<role>/<counter>` metrics and `llm/cache_hits`."""
         out: dict[str, float] = {"llm/cache_hits": float(self.cache_hits),
                                  "llm/fallbacks": float(sum(self.fallbacks.values()))}
+        prompt = sum(u.prompt_tokens for u in self.usage.values())
+        cached = sum(u.cached_tokens for u in self.usage.values())
+        out["llm/prefill_tokens"] = float(prompt - cached)  # computed by the model
+        out["llm/cached_tokens"] = float(cached)  # served from kept prefix state
         for role, n in sorted(self.fallbacks.items()):
             out[f"llm/{role}/fallbacks"] = float(n)
         for role, u in sorted(self.usage.items()):

@@ -39,6 +39,12 @@ class LLMConfig:
     """The model's context window in tokens: the embedded model is loaded with it, and every role's prompt
     is fitted to ``n_ctx - max_tokens`` (rlgpt.llm.context), for HTTP servers too (set it to the served
     model's window)."""
+    prompt_cache_mb: int = 1024
+    """Embedded: MiB of llama.cpp prompt states kept so a prompt sharing a prefix with an earlier one (each
+    role's rules + API come first) computes only the rest (``llm/cached_tokens``); 0 = off."""
+    prompt_cache_dir: str | None = None
+    """Embedded, isolation "none": keep those states on disk here (per model file) so a new run starts warm
+    (None = in memory only)."""
     threads: int | None = None
     """Embedded: CPU threads (None = all cores)."""
     isolation: str = "process"
@@ -112,8 +118,10 @@ def build_backend(config: LLMConfig) -> Backend:
         from rlgpt.llm.isolated import IsolatedBackend
 
         return IsolatedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
-                               crash_retries=config.crash_retries, timeout_s=config.timeout_s)
-    return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads)
+                               crash_retries=config.crash_retries, timeout_s=config.timeout_s,
+                               prompt_cache_mb=config.prompt_cache_mb)
+    return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
+                           prompt_cache_mb=config.prompt_cache_mb, prompt_cache_dir=config.prompt_cache_dir)
 
 
 def build_client(config: LLMConfig, *, metrics_sink: MetricsSink | None = None,

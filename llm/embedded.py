@@ -43,7 +43,8 @@ class EmbeddedBackend:
     """A llama.cpp model loaded once; structured output via a grammar compiled from the JSON schema."""
 
     def __init__(self, model_path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_batch: int = 512, model_id: str | None = None, verbose: bool = False) -> None:
+                 n_batch: int = 512, model_id: str | None = None, verbose: bool = False,
+                 prompt_cache_mb: int = 0, prompt_cache_dir: str | os.PathLike[str] | None = None) -> None:
         """Load the model.
 
         Args:
@@ -53,6 +54,11 @@ class EmbeddedBackend:
             n_batch: prompt tokens processed per batch.
             model_id: cache identity; defaults to "embedded:<file name>".
             verbose: let llama.cpp print its load and timing logs.
+            prompt_cache_mb: keep llama.cpp states of earlier prompts (up to this many MiB), so a request
+                sharing a prefix with one of them (each role's rules + API) computes only the rest; 0 = only
+                the prefix of the previous request is reused (llama.cpp's own behaviour).
+            prompt_cache_dir: keep those states on disk here instead (one folder per model file), so a new
+                process starts warm.
         """
         path = Path(model_path)
         if not path.is_file():
@@ -69,6 +75,14 @@ class EmbeddedBackend:
         self._model_id = model_id or f"embedded:{path.name}"
         self._llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                                       n_threads_batch=threads, n_batch=n_batch, verbose=verbose)
+        if prompt_cache_mb > 0:
+            capacity = prompt_cache_mb << 20
+            if prompt_cache_dir:
+                # Keyed by model (its file name and size) and, inside, by the prompt's tokens (a prefix hash).
+                folder = Path(prompt_cache_dir) / f"{path.stem}-{path.stat().st_size}"
+                self._llama.set_cache(llama_cpp.LlamaDiskCache(str(folder), capacity_bytes=capacity))
+            else:
+                self._llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=capacity))
         # One llama context cannot decode two requests at once.
         self._lock = threading.Lock()
 
@@ -91,6 +105,7 @@ class EmbeddedBackend:
         """Generate one reply; with `schema`, constrained by llama.cpp's JSON-schema grammar."""
         response_format = {"type": "json_object", "schema": schema} if schema is not None else None
         with self._lock:
+            computed = self._prompt_evals()
             try:
                 out = self._llama.create_chat_completion(
                     messages=messages, response_format=response_format, temperature=sampling.temperature,
@@ -103,15 +118,27 @@ class EmbeddedBackend:
                         f"shorten the prompt or raise n_ctx"
                     ) from None
                 raise
+            computed = self._prompt_evals() - computed
         choice = out["choices"][0]
         usage = out.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
         return Completion(
             text=choice["message"]["content"] or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=str(choice.get("finish_reason") or "stop"),
             model=self._model_id,
+            cached_tokens=max(prompt_tokens - computed, 0) if computed >= 0 else 0,
         )
+
+    def _prompt_evals(self) -> int:
+        """Prompt tokens llama.cpp has computed in this context so far (its perf counter; -1 if unknown)."""
+        try:
+            import llama_cpp
+
+            return int(llama_cpp.llama_perf_context(self._llama._ctx.ctx).n_p_eval)
+        except Exception:  # an older llama-cpp-python without the counter: cached tokens unknown
+            return -10**9
 
     def close(self) -> None:
         """Free the model's memory now rather than at garbage collection (waits for a running call)."""

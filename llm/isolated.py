@@ -45,7 +45,8 @@ class IsolatedBackend:
 
     def __init__(self, model_path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
                  crash_retries: int = 1, ready_timeout_s: float = 300.0, timeout_s: float = 600.0,
-                 log_dir: str | os.PathLike[str] | None = None, model_id: str | None = None) -> None:
+                 log_dir: str | os.PathLike[str] | None = None, model_id: str | None = None,
+                 prompt_cache_mb: int = 0) -> None:
         """Describe the server; it starts on the first request (or `start()`).
 
         Args:
@@ -57,6 +58,7 @@ class IsolatedBackend:
             timeout_s: per-request timeout.
             log_dir: where the server's log goes (server-<n>.log per start); default a temporary directory.
             model_id: cache identity; defaults to "embedded:<file name>" like EmbeddedBackend.
+            prompt_cache_mb: the server's RAM cache of prompt states (shared prefixes; 0 = none).
         """
         path = Path(model_path)
         if not path.is_file():
@@ -81,6 +83,7 @@ class IsolatedBackend:
         """Set while a request is being answered (for monitoring, and for tests that kill the server)."""
         self._lock = threading.Lock()
         self._vocab: Any = None
+        self.prompt_cache_mb = prompt_cache_mb
 
     @property
     def model_id(self) -> str:
@@ -109,7 +112,7 @@ class IsolatedBackend:
         self.starts += 1
         port = free_port()
         command = llama_server_command(self.path, port=port, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                       model_alias=_ALIAS)
+                                       model_alias=_ALIAS, prompt_cache_mb=self.prompt_cache_mb)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.server = ManagedServer(command, host="127.0.0.1", port=port,
                                     log_path=self.log_dir / f"server-{self.starts}.log",

@@ -28,7 +28,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def llama_server_command(model_path: Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 4096,
-                         n_threads: int | None = None, model_alias: str | None = None) -> list[str]:
+                         n_threads: int | None = None, model_alias: str | None = None,
+                         prompt_cache_mb: int = 0) -> list[str]:
     """Return the argv that runs llama-cpp-python's OpenAI server on `model_path`."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise BackendUnavailableError(
@@ -46,6 +47,8 @@ def llama_server_command(model_path: Path, *, host: str = "127.0.0.1", port: int
            "--n_threads_batch", str(threads)]
     if model_alias:
         cmd += ["--model_alias", model_alias]
+    if prompt_cache_mb > 0:  # llama.cpp states of earlier prompts, reused for a request sharing their prefix
+        cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)]
     return cmd
 
 

@@ -41,6 +41,8 @@ class Completion:
     """Why generation stopped: "stop", "length", ..."""
     model: str
     """Model identifier reported by the backend."""
+    cached_tokens: int = 0
+    """Prompt tokens served from kept model state (a shared prefix) instead of computed; 0 when unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the completion as a plain dict (for the cache)."""
