@@ -105,7 +105,11 @@ def test_policy_outputs_and_gradients_equal_its_plain_layer_stack(policy, monkey
     torch.testing.assert_close(values, values_ref, atol=1e-5, rtol=1e-5)
     assert grads.keys() == grads_ref.keys() == {n for n, p in model.named_parameters() if p.requires_grad}
     for name, grad in grads_ref.items():
-        torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
+        # float32 sums over the batch in a different order (the fused path vs nn's, and each CPU's own BLAS
+        # blocking: an AMD EPYC box differs from the Sapphire Rapids one by 4e-5 on the conv weight at 300):
+        # the tolerance scales with the gradient's size, so a wrong gradient still fails by orders of magnitude.
+        atol = 1e-5 + 2e-5 * float(grad.abs().max())
+        torch.testing.assert_close(grads[name], grad, atol=atol, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
 
 
 def test_bf16_encoder_is_the_same_function_in_bfloat16(tmp_path):
