@@ -107,7 +107,7 @@ def test_policy_outputs_and_gradients_equal_its_plain_layer_stack(policy, monkey
     for name, grad in grads_ref.items():
         # float32 sums over the batch in a different order (the fused path vs nn's, and each CPU's own BLAS
         # blocking: an AMD EPYC box differs from the Sapphire Rapids one by 4e-5 on the conv weight at 300):
-        # the tolerance scales with the gradient's size, so a wrong gradient still fails by orders of magnitude.
+        # the tolerance scales with the gradient's size; a wrong gradient still fails by orders of magnitude.
         atol = 1e-5 + 2e-5 * float(grad.abs().max())
         torch.testing.assert_close(grads[name], grad, atol=atol, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
 
