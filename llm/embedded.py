@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import MutableMapping
@@ -37,6 +38,33 @@ def _import_llama() -> Any:
             "the embedded LLM needs llama-cpp-python; run `pip install 'rlgpt[llm]'`"
         ) from None
     return llama_cpp
+
+
+@functools.cache
+def prefix_state_cache() -> type:
+    """llama-cpp-python's RAM cache of prompt states, bounded by what the states really hold (a class made
+    on first use: llama_cpp is imported lazily).
+
+    A saved state carries the logits of every prompt token (n_tokens x vocab floats: 0.9 GB for a
+    1,500-token prompt on Qwen's 152k vocabulary) beside the KV state, and `LlamaRAMCache` counts only the
+    KV state against its capacity: a "1 GiB" cache of the 0.5B grew past 10 GiB in a test run. Only the
+    last token's logits are ever read back here (`load_state` broadcasts them; continuing a prompt
+    evaluates at least one new token; no caller asks for past logits), so states keep that row, and the
+    capacity counts every array a state holds.
+    """
+    llama_cpp = _import_llama()
+
+    class PrefixStateCache(llama_cpp.LlamaRAMCache):
+        def __setitem__(self, key: Any, value: Any) -> None:
+            value.scores = value.scores[-1:].copy()
+            super().__setitem__(key, value)
+
+        @property
+        def cache_size(self) -> int:
+            return sum(int(s.llama_state_size) + s.scores.nbytes + s.input_ids.nbytes
+                       for s in self.cache_state.values())
+
+    return PrefixStateCache
 
 
 class EmbeddedBackend:
@@ -82,7 +110,7 @@ class EmbeddedBackend:
                 folder = Path(prompt_cache_dir) / f"{path.stem}-{path.stat().st_size}"
                 self._llama.set_cache(llama_cpp.LlamaDiskCache(str(folder), capacity_bytes=capacity))
             else:
-                self._llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=capacity))
+                self._llama.set_cache(prefix_state_cache()(capacity_bytes=capacity))
         # One llama context cannot decode two requests at once.
         self._lock = threading.Lock()
 

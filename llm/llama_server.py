@@ -81,8 +81,13 @@ class JsonSchemaFormat:
 
 def main() -> None:
     """llama_cpp.server's own entry point, with its app wrapped in `JsonSchemaFormat`."""
+    import llama_cpp
     from llama_cpp.server import __main__ as llama_main
 
+    from rlgpt.llm.embedded import prefix_state_cache
+
+    # The server builds its --cache from this name: states bounded by what they hold.
+    llama_cpp.LlamaRAMCache = prefix_state_cache()  # type: ignore[misc]
     create_app = llama_main.create_app
     llama_main.create_app = lambda **kwargs: JsonSchemaFormat(create_app(**kwargs))  # type: ignore[assignment]
     llama_main.main()

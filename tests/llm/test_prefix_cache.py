@@ -42,3 +42,22 @@ def test_shared_prefix_is_served_from_kept_state(small_model_path: Path, tmp_pat
     client = LLMClient(backend())
     ask(client, "Write a macro that collects stone.")
     assert client.metrics()["llm/cached_tokens"] > 100
+
+
+@pytest.mark.slow
+def test_kept_states_stay_within_the_cache_capacity(small_model_path: Path) -> None:
+    capacity_mb = 64
+    backend = EmbeddedBackend(small_model_path, n_ctx=1024, n_threads=2, prompt_cache_mb=capacity_mb)
+    client = LLMClient(backend)
+    for question in ("Write a macro that collects wood.", "Write a macro that places a table.",
+                     "Write a macro that collects stone."):
+        ask(client, question)
+    cache = backend._llama.cache
+    states = list(cache.cache_state.values())
+    # Every array a kept state holds counts, and all of them fit: a state of a few hundred tokens keeps
+    # only its last logits row (all its rows would be ~0.6 MB per token, past the capacity).
+    held = sum(int(s.llama_state_size) + s.scores.nbytes + s.input_ids.nbytes for s in states)
+    assert states and held == cache.cache_size <= capacity_mb << 20
+    assert all(s.scores.shape[0] <= 1 for s in states)
+    # And the kept state still serves the shared prefix.
+    assert client.metrics()["llm/cached_tokens"] > 100
