@@ -10,7 +10,9 @@ a hostile program.
   the list it iterates) in each path: the outcome and the seconds until it, plus the caller's peak RSS
   growth. Paths: env worker (`MacroActionWrapper.step`, in process as in a Sample Factory worker),
   probe (`FastAgent.probe`), reward dry run (`FastAgent.check_reward`), code mode (`play_macro_policy`,
-  contained episodes), and plain Python past the sandbox under the OS backstops (`run_contained`).
+  contained episodes), evaluation (the episode runner `play_episodes` on the macro's action, in a child
+  process under the job child's memory backstop `cap_evaluation_memory` and nothing else), and plain
+  Python past the sandbox under the OS backstops (`run_contained`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.probe import probe_macro
 from rlgpt.macro.reward import compile_reward
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.evaluate import play_episode
+from rlgpt.rl.workers import set_memory_limit
 from rlgpt.run.baselines import play_macro_policy
 
 CONFIG = AgentConfig(probe_seeds=(0, 1, 2), probe_max_steps=200, reward_dry_run_steps=20)
@@ -53,6 +57,29 @@ def _grow_raw() -> int:
     a = [0]
     a.extend(enumerate(a))
     return len(a)
+
+
+class _AlwaysAction:
+    """An episode policy that always takes one action (the evaluated policy's choice of the macro)."""
+
+    def __init__(self, action: int) -> None:
+        self.action = action
+
+    def reset(self, slot: int) -> None:
+        pass
+
+    def act(self, slots: Any, observations: Any) -> list[int]:
+        return [self.action] * len(slots)
+
+
+def _evaluate_macro(source: str, headroom_mb: int) -> str:
+    """What the job child does when it evaluates a policy that picks the macro: the memory backstop, then
+    the shared episode runner over a `MacroActionWrapper` env (a 20-step episode)."""
+    set_memory_limit(headroom_mb)  # = cap_evaluation_memory with macros.memory_limit_mb = headroom_mb
+    env = MacroActionWrapper(CrafterEnv(length=20), [MacroSource("grow", source)], seed=0)
+    episode = play_episode(env, _AlwaysAction(env.n_primitive), seed=0)
+    return f"episode ok, {int(episode.stats.get('macro/grow/fail_memory', 0))} of " \
+           f"{int(episode.stats.get('macro/grow/calls', 0))} calls memory"
 
 
 def peak_mb() -> float:
@@ -110,12 +137,18 @@ def main() -> None:
         stats = out["report"]["macro_stats"]["policy"]
         return f"episode ok, {int(stats['fail_memory'])} of {int(stats['calls'])} calls memory"
 
+    def evaluation() -> str:
+        # The job child's own limits only: run_contained's are off here.
+        out = run_contained(_evaluate_macro, source, 1024, limits=ContainLimits(memory_mb=0, cpu_seconds=0))
+        return out.value if out.ok else f"child failed: {out.diagnostic}"
+
     def raw() -> str:
         out = run_contained(_grow_raw, limits=ContainLimits(memory_mb=1024))
         return out.diagnostic.kind if out.diagnostic else "returned"
 
     paths = [("env worker (sandbox)", worker), ("probe (contained)", probe), ("reward dry run (contained)",
              reward_path), ("code mode (contained episodes)", code_mode),
+             ("evaluation (job child: sandbox + data-segment cap)", evaluation),
              ("plain Python past the sandbox (run_contained, 1 GiB cap)", raw)]
     for name, fn in paths:
         start = time.perf_counter()

@@ -43,7 +43,7 @@ def run(steps: int, episodes: int, seed: int, out: Path) -> dict:
     subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     train_s = time.monotonic() - start
     start = time.monotonic()
-    report = evaluate(run_dir, episodes=episodes, seed=seed)
+    report = evaluate(run_dir, episodes=episodes, seed=seed, split="test")  # reported: the test seeds
     result = {"steps": report.env_steps, "episodes": report.episodes, "crafter_score": report.crafter_score,
               "achievement_success": report.achievement_success, "mean_return": report.mean_return,
               "mean_episode_steps": report.mean_episode_steps, "train_s": train_s,

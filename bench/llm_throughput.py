@@ -16,6 +16,7 @@ import time
 import llama_cpp
 
 from rlgpt import prompts
+from rlgpt.agents.common import knowledge_values
 from rlgpt.llm.embedded import EmbeddedBackend
 from rlgpt.llm.errors import ModelPartsMissingError
 from rlgpt.llm.model_store import MODELS, QWEN_CODER_0_5B, QWEN_CODER_1_5B, ensure_model
@@ -44,7 +45,7 @@ def measure(
     load_s = time.perf_counter() - start
     messages = prompts.render("slow", task="collect wood, then place a crafting table",
                               env_rules="Crafter: a 2D survival game with 17 actions.",
-                              macro_api="(not shown)", feedback="none")
+                              macro_api="(not shown)", feedback="none", **knowledge_values("slow"))
     prompt = "\n\n".join(m["content"] for m in messages) + "\n\nDecomposition as JSON:\n"
     if prompt_tokens is not None:
         tokens = backend.llama.tokenize(prompt.encode(), add_bos=False)[:prompt_tokens]

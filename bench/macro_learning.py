@@ -15,6 +15,7 @@ are read with `rlgpt.tracking.read_curve`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -74,7 +75,7 @@ def main() -> None:
             ]
             cfg = load_config(builtin_config_path("main.yaml"), [*common, *extra])
             t0 = time.time()
-            result = train(cfg, stop_at_success=None if args.full else args.threshold)
+            result = train(cfg if args.full else dataclasses.replace(cfg, stop_at_success=args.threshold))
             reached, final = steps_to_threshold(result.run_dir, args.threshold)
             run = dict(arm=label, seed=seed, reached=reached, final=final, wall_s=round(time.time() - t0))
             run["env_steps"] = result.env_steps

@@ -156,9 +156,11 @@ def _train_in_process(
     from rlgpt.rl.train import train
 
     own = TRAINER_OVERRIDES[trainer]
-    cfg = load_config(config, [*overrides, *own, f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"])
+    stop = [f"stop_at_success={stop_at_success}"] if stop_at_success is not None else []
+    run = [f"steps={steps}", f"seed={seed}", f"run_dir={run_dir}"]
+    cfg = load_config(config, [*overrides, *own, *stop, *run])
     extra = sf_default_argv(config, overrides) if trainer == "sf_default" else []
-    result = train(cfg, extra_sf_argv=extra, stop_at_success=stop_at_success)
+    result = train(cfg, extra_sf_argv=extra)
     if result.status != 0:
         raise SystemExit(f"{trainer}: Sample Factory exited with status {result.status}")
 

@@ -55,6 +55,8 @@ DIRECTIONS: tuple[tuple[tuple[int, int], str], ...] = (
 )
 """The four (dx, dy) steps with their names, in the order crafter's ``Object.all_dirs`` lists them; the move
 actions are ``move_<name>`` and the facing entries of the vector ``facing_<name>``."""
+MOVES: dict[tuple[int, int], str] = {step: f"move_{name}" for step, name in DIRECTIONS}
+"""The move action that steps each (dx, dy), in `DIRECTIONS` order."""
 _FACING_INDEX: dict[tuple[int, int], int] = {d: i for i, (d, _) in enumerate(DIRECTIONS)}
 
 VECTOR_FIELDS: tuple[str, ...] = (

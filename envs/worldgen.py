@@ -10,11 +10,12 @@ three smooth fields every tile needs (start area, water, mountain) are combined 
 expressions, so even ``np.exp`` is the same function. `tests/envs/test_worldgen.py` checks equality
 with crafter's generator world by world: materials, objects (kind, position, order) and RNG state.
 
-The noise itself is read from tables (`noise_tables`, `_table_noise`): every noise value crafter reads
+The noise itself is read from tables (`noise_tables`, `_noise_at`): every noise value crafter reads
 is traced once per world size into its terms, and a world only supplies the gradients at ~2.1k lattice
 vertices; the sums are redone in opensimplex's order, so the doubles are opensimplex's, bit for bit. The
-point-by-point kernels (`_smooth_noise`, `_tiles`) stay as the reference `CompiledBatch(noise="direct")`
-runs and `bench.worldgen` measures against.
+kernels (`_smooth_noise`, `_tiles`: crafter's rules, written once) read the noise through `_noise_at`:
+from the tables, or, given a world's ``(perm, grad)``, point by point from ``_noise3``: the reference
+`CompiledBatch(noise="direct")` runs and `bench.worldgen` measures against.
 """
 
 from __future__ import annotations
@@ -44,102 +45,6 @@ _COW, _ZOMBIE, _SKELETON = range(3)
 _MAX_DRAWS_PER_TILE = 5
 # crafter normalizes the mountain noise by sum({15: 1, 5: 0.3}.values()), computed the same way here.
 _MOUNTAIN_NORM = sum({15: 1, 5: 0.3}.values())
-
-
-@njit(cache=True)
-def _smooth_noise(perm, grad, width, height):  # pragma: no cover - compiled
-    """The noise octaves of the start, water and mountain fields for every tile, as crafter evaluates them."""
-    out = np.empty((5, width, height))
-    for x in range(width):
-        for y in range(height):
-            out[0, x, y] = _noise3(x / 3, y / 3, 8, perm, grad)
-            out[1, x, y] = _noise3(x / 15, y / 15, 3, perm, grad)
-            out[2, x, y] = _noise3(x / 5, y / 5, 3, perm, grad)
-            out[3, x, y] = _noise3(x / 15, y / 15, 0, perm, grad)
-            out[4, x, y] = _noise3(x / 5, y / 5, 0, perm, grad)
-    return out
-
-
-@njit(cache=True)
-def _tiles(perm, grad, start, water, mountain, px, py, uniform):  # pragma: no cover - compiled
-    """crafter's per-tile branches (materials, then objects) in crafter's loop order.
-
-    Returns material codes, object records (kind, x, y) in placement order, and the number of values of
-    ``uniform`` consumed, i.e. how many draws crafter makes from the world's RNG.
-    """
-    width, height = start.shape
-    material = np.empty((width, height), np.int64)
-    tunnels = np.zeros((width, height), np.bool_)
-    drawn = 0
-    for x in range(width):
-        for y in range(height):
-            m = mountain[x, y]
-            w = water[x, y]
-            if start[x, y] > 0.5:
-                material[x, y] = _GRASS
-            elif m > 0.15:
-                if _noise3(x / 7, y / 7, 6, perm, grad) > 0.15 and m > 0.3:  # cave
-                    material[x, y] = _PATH
-                elif _noise3((2 * x) / 3, (y / 5) / 3, 7, perm, grad) > 0.4:  # horizontal tunnel
-                    material[x, y] = _PATH
-                    tunnels[x, y] = True
-                elif _noise3((x / 5) / 3, (2 * y) / 3, 7, perm, grad) > 0.4:  # vertical tunnel
-                    material[x, y] = _PATH
-                    tunnels[x, y] = True
-                else:
-                    code = _STONE
-                    if _noise3(x / 8, y / 8, 1, perm, grad) > 0:
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.85:
-                            code = _COAL
-                    if code == _STONE and _noise3(x / 6, y / 6, 2, perm, grad) > 0.4:
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.75:
-                            code = _IRON
-                    if code == _STONE and m > 0.18:
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.994:
-                            code = _DIAMOND
-                    if code == _STONE and m > 0.3 and _noise3(x / 5, y / 5, 6, perm, grad) > 0.35:
-                        code = _LAVA
-                    material[x, y] = code
-            elif 0.25 < w <= 0.35 and _noise3(x / 9, y / 9, 4, perm, grad) > -0.2:
-                material[x, y] = _SAND
-            elif 0.3 < w:
-                material[x, y] = _WATER
-            else:
-                material[x, y] = _GRASS
-                if _noise3(x / 7, y / 7, 5, perm, grad) > 0:
-                    drawn += 1
-                    if uniform[drawn - 1] > 0.8:
-                        material[x, y] = _TREE
-    placed = np.empty((width * height, 3), np.int64)
-    n_placed = 0
-    for x in range(width):
-        for y in range(height):
-            code = material[x, y]
-            if code != _GRASS and code != _SAND and code != _PATH:
-                continue
-            dist = np.sqrt((x - px) ** 2 + (y - py) ** 2)
-            kind = -1
-            if dist > 3 and code == _GRASS:
-                drawn += 1
-                if uniform[drawn - 1] > 0.985:
-                    kind = _COW
-            if kind < 0 and dist > 10:
-                drawn += 1
-                if uniform[drawn - 1] > 0.993:
-                    kind = _ZOMBIE
-            if kind < 0 and code == _PATH and tunnels[x, y]:
-                drawn += 1
-                if uniform[drawn - 1] > 0.95:
-                    kind = _SKELETON
-            if kind >= 0:
-                placed[n_placed, 0] = kind
-                placed[n_placed, 1] = x
-                placed[n_placed, 2] = y
-                n_placed += 1
-    return material, placed[:n_placed], drawn
 
 
 @njit(cache=True)
@@ -199,24 +104,44 @@ def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.n
 # world size by tracing opensimplex's own ``_noise3`` (`_trace_noise3`), and a reset only looks up the
 # gradients and redoes the same multiply-adds in the same order: the same doubles, bit for bit.
 
-# crafter's noise inputs, as functions of the tile (x, y), in crafter's own expressions (``_set_material``).
-_OCTAVES = (
-    lambda x, y: (x / 3, y / 3, 8),  # start area
-    lambda x, y: (x / 15, y / 15, 3),  # water, 2 octaves
-    lambda x, y: (x / 5, y / 5, 3),
-    lambda x, y: (x / 15, y / 15, 0),  # mountain, 2 octaves
-    lambda x, y: (x / 5, y / 5, 0),
-    lambda x, y: (x / 7, y / 7, 6),  # cave
-    lambda x, y: ((2 * x) / 3, (y / 5) / 3, 7),  # horizontal tunnel
-    lambda x, y: ((x / 5) / 3, (2 * y) / 3, 7),  # vertical tunnel
-    lambda x, y: (x / 8, y / 8, 1),  # coal
-    lambda x, y: (x / 6, y / 6, 2),  # iron
-    lambda x, y: (x / 5, y / 5, 6),  # lava
-    lambda x, y: (x / 9, y / 9, 4),  # sand
-    lambda x, y: (x / 7, y / 7, 5),  # tree
-)
+# crafter's noise octaves (``_set_material``): the start, water and mountain fields (`_N_SMOOTH`), then the
+# ones tiles read when their branch asks.
 _N_SMOOTH = 5
 _CAVE, _HTUNNEL, _VTUNNEL, _COAL_N, _IRON_N, _LAVA_N, _SAND_N, _TREE_N = range(5, 13)
+_N_OCTAVES = 13
+
+
+@njit(cache=True)
+def _octave_input(o, x, y):  # pragma: no cover - compiled
+    """crafter's noise input ``(x, y, z)`` for octave ``o`` at tile (x, y), in crafter's own expressions;
+    its ``py_func`` gives tracing (`_trace_tables`) the same doubles on Python ints."""
+    if o == 0:
+        return x / 3, y / 3, 8  # start area
+    if o == 1:
+        return x / 15, y / 15, 3  # water, 2 octaves
+    if o == 2:
+        return x / 5, y / 5, 3
+    if o == 3:
+        return x / 15, y / 15, 0  # mountain, 2 octaves
+    if o == 4:
+        return x / 5, y / 5, 0
+    if o == _CAVE:
+        return x / 7, y / 7, 6
+    if o == _HTUNNEL:
+        return (2 * x) / 3, (y / 5) / 3, 7
+    if o == _VTUNNEL:
+        return (x / 5) / 3, (2 * y) / 3, 7
+    if o == _COAL_N:
+        return x / 8, y / 8, 1
+    if o == _IRON_N:
+        return x / 6, y / 6, 2
+    if o == _LAVA_N:
+        return x / 5, y / 5, 6
+    if o == _SAND_N:
+        return x / 9, y / 9, 4
+    return x / 7, y / 7, 5  # _TREE_N
+
+
 _GRADIENTS3 = GRADIENTS3.astype(np.int64)
 _NORM3 = NORM_CONSTANT3
 
@@ -304,15 +229,15 @@ def noise_tables(width: int, height: int) -> NoiseTables:
 
 def _trace_tables(width: int, height: int, began: float) -> NoiseTables:
     """Trace every noise input of a ``width`` x ``height`` world (`noise_tables` without the disk)."""
-    offsets = np.zeros((len(_OCTAVES), width * height + 1), np.int64)
+    offsets = np.zeros((_N_OCTAVES, width * height + 1), np.int64)
     coef: list[tuple] = []
     vertex: list[int] = []
     ids: dict[tuple[int, int, int], int] = {}
-    for o, inputs in enumerate(_OCTAVES):
+    for o in range(_N_OCTAVES):
         for x in range(width):
             for y in range(height):
                 offsets[o, x * height + y] = len(coef)
-                for attn4, xsb, ysb, zsb, dx, dy, dz in _trace_noise3(*inputs(x, y)):
+                for attn4, xsb, ysb, zsb, dx, dy, dz in _trace_noise3(*_octave_input.py_func(o, x, y)):
                     coef.append((attn4, dx, dy, dz))
                     # (perm[(perm[xsb & 255] + ysb) & 255] + zsb) & 255 only reads the coordinates mod 256.
                     vertex.append(ids.setdefault((xsb & 0xFF, ysb & 0xFF, zsb & 0xFF), len(ids)))
@@ -357,21 +282,44 @@ def _table_noise(o, t, tab):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _smooth_noise_tab(tab, width, height):  # pragma: no cover - compiled
-    """`_smooth_noise` from the tables."""
+def _point_noise(o, x, y, perm, grad):  # pragma: no cover - compiled
+    """opensimplex's ``_noise3`` at octave ``o``'s input for tile (x, y), point by point."""
+    a, b, c = _octave_input(o, x, y)
+    return _noise3(a, b, c, perm, grad)
+
+
+@njit(cache=True, inline="always")
+def _noise_at(o, x, y, height, tab, simplex):  # pragma: no cover - compiled
+    """Octave ``o`` of crafter's noise at tile (x, y) of a ``height``-tall world: from the tables ``tab``
+    (`table_args`) when ``simplex`` is None, else point by point from ``_noise3`` on the world's simplex
+    tables ``simplex = (perm, grad)`` (the reference); the same doubles either way. numba decides
+    ``simplex is None`` when it compiles a kernel for a None argument, so the table kernels carry no trace
+    of the point-by-point path."""
+    if simplex is None:
+        return _table_noise(o, x * height + y, tab)
+    return _point_noise(o, x, y, simplex[0], simplex[1])
+
+
+@njit(cache=True)
+def _smooth_noise(tab, simplex, width, height):  # pragma: no cover - compiled
+    """The noise octaves of the start, water and mountain fields for every tile, as crafter evaluates them
+    (the noise as `_noise_at` reads it)."""
     out = np.empty((_N_SMOOTH, width, height))
     for o in range(_N_SMOOTH):
         for x in range(width):
             for y in range(height):
-                out[o, x, y] = _table_noise(o, x * height + y, tab)
+                out[o, x, y] = _noise_at(o, x, y, height, tab, simplex)
     return out
 
 
 @njit(cache=True)
-def _tiles_tab(tab, start, water, mountain, px, py, uniform):  # pragma: no cover - compiled
-    """`_tiles` with its noise from the tables (``tab``: tables and permutation, as `_table_noise`).
+def _tiles(tab, simplex, start, water, mountain, px, py, uniform):  # pragma: no cover - compiled
+    """crafter's per-tile branches (materials, then objects) in crafter's loop order (the noise as
+    `_noise_at` reads it).
 
-    Returns a draw count of -1 when ``uniform`` runs out (the caller retries with more).
+    Returns material codes, object records (kind, x, y) in placement order, and the number of values of
+    ``uniform`` consumed, i.e. how many draws crafter makes from the world's RNG; -1 when ``uniform`` runs
+    out (the caller retries with more: `_MAX_DRAWS_PER_TILE` per tile is always enough).
     """
     width, height = start.shape
     material = np.empty((width, height), np.int64)
@@ -386,23 +334,23 @@ def _tiles_tab(tab, start, water, mountain, px, py, uniform):  # pragma: no cove
             if start[x, y] > 0.5:
                 material[x, y] = _GRASS
             elif m > 0.15:
-                if _table_noise(_CAVE, x * height + y, tab) > 0.15 and m > 0.3:  # cave
+                if _noise_at(_CAVE, x, y, height, tab, simplex) > 0.15 and m > 0.3:  # cave
                     material[x, y] = _PATH
-                elif _table_noise(_HTUNNEL, x * height + y, tab) > 0.4:  # horizontal tunnel
+                elif _noise_at(_HTUNNEL, x, y, height, tab, simplex) > 0.4:  # horizontal tunnel
                     material[x, y] = _PATH
                     tunnels[x, y] = True
-                elif _table_noise(_VTUNNEL, x * height + y, tab) > 0.4:  # vertical tunnel
+                elif _noise_at(_VTUNNEL, x, y, height, tab, simplex) > 0.4:  # vertical tunnel
                     material[x, y] = _PATH
                     tunnels[x, y] = True
                 else:
                     code = _STONE
-                    if _table_noise(_COAL_N, x * height + y, tab) > 0:
+                    if _noise_at(_COAL_N, x, y, height, tab, simplex) > 0:
                         if drawn == n_uniform:
                             return material, placed0, -1
                         drawn += 1
                         if uniform[drawn - 1] > 0.85:
                             code = _COAL
-                    if code == _STONE and _table_noise(_IRON_N, x * height + y, tab) > 0.4:
+                    if code == _STONE and _noise_at(_IRON_N, x, y, height, tab, simplex) > 0.4:
                         if drawn == n_uniform:
                             return material, placed0, -1
                         drawn += 1
@@ -414,16 +362,17 @@ def _tiles_tab(tab, start, water, mountain, px, py, uniform):  # pragma: no cove
                         drawn += 1
                         if uniform[drawn - 1] > 0.994:
                             code = _DIAMOND
-                    if code == _STONE and m > 0.3 and _table_noise(_LAVA_N, x * height + y, tab) > 0.35:
+                    maybe_lava = code == _STONE and m > 0.3
+                    if maybe_lava and _noise_at(_LAVA_N, x, y, height, tab, simplex) > 0.35:
                         code = _LAVA
                     material[x, y] = code
-            elif 0.25 < w <= 0.35 and _table_noise(_SAND_N, x * height + y, tab) > -0.2:
+            elif 0.25 < w <= 0.35 and _noise_at(_SAND_N, x, y, height, tab, simplex) > -0.2:
                 material[x, y] = _SAND
             elif 0.3 < w:
                 material[x, y] = _WATER
             else:
                 material[x, y] = _GRASS
-                if _table_noise(_TREE_N, x * height + y, tab) > 0:
+                if _noise_at(_TREE_N, x, y, height, tab, simplex) > 0:
                     if drawn == n_uniform:
                         return material, placed0, -1
                     drawn += 1
@@ -474,12 +423,12 @@ def generate_world(world: engine.World, player: objects.Player) -> None:
 
     tables = noise_tables(width, height)
     tab = table_args(tables, perm, grad)
-    start, water, mountain = smooth_fields(_smooth_noise_tab(tab, width, height), px, py)
+    start, water, mountain = smooth_fields(_smooth_noise(tab, None, width, height), px, py)
 
     # Draw more uniforms than can be used, then rewind the RNG and advance it by exactly the number used.
     state = rng.get_state()
     uniform = rng.uniform(size=_MAX_DRAWS_PER_TILE * width * height)
-    material, placed, drawn = _tiles_tab(tab, start, water, mountain, px, py, uniform)
+    material, placed, drawn = _tiles(tab, None, start, water, mountain, px, py, uniform)
     rng.set_state(state)
     if drawn:
         rng.uniform(size=drawn)

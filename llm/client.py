@@ -187,12 +187,14 @@ class LLMClient:
                 # strict=False: raw control characters inside strings (a newline in a code suggestion) are
                 # what llama.cpp's JSON grammar lets through; the meaning is unambiguous.
                 data = json.loads(completion.text, strict=False)
+                found = validation_error(data, schema)
             except ValueError as exc:
                 cut = " (the reply was cut off at max_tokens; answer more briefly)" \
                     if completion.finish_reason == "length" else ""
                 problem = f"reply is not valid JSON: {exc}{cut}"
+            except RecursionError:  # an untrusted reply nested deeper than the parser's recursion limit
+                problem = "reply nests arrays or objects far too deeply"
             else:
-                found = validation_error(data, schema)
                 if found is None:
                     return data
                 problem = f"reply does not match the JSON schema {found}"

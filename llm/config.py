@@ -43,8 +43,10 @@ class LLMConfig:
     """Embedded: MiB of llama.cpp prompt states kept so a prompt sharing a prefix with an earlier one (each
     role's rules + API come first) computes only the rest (``llm/cached_tokens``); 0 = off."""
     prompt_cache_dir: str | None = None
-    """Embedded, isolation "none": keep those states on disk here (per model file) so a new run starts warm
-    (None = in memory only)."""
+    """Embedded: keep those states on disk here (`rlgpt.llm.embedded.prompt_state_folder`: a folder per
+    model file, window and llama.cpp build, shared safely by processes) so a new run starts warm. None = the
+    default folder (`rlgpt.llm.embedded.default_prompt_state_dir`: $RLGPT_PROMPT_STATE_DIR, else the XDG
+    cache's rlgpt/prompt_states); "" = in memory only (each process starts cold)."""
     threads: int | None = None
     """Embedded: CPU threads (None = all cores)."""
     isolation: str = "process"
@@ -114,14 +116,26 @@ def build_backend(config: LLMConfig) -> Backend:
     from rlgpt.llm.model_store import resolve_model_path
 
     path = resolve_model_path(config.model, Path(config.model_dir) if config.model_dir else None)
+    state_dir = prompt_state_dir(config)
     if config.isolation == "process":
         from rlgpt.llm.isolated import IsolatedBackend
 
         return IsolatedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
                                crash_retries=config.crash_retries, timeout_s=config.timeout_s,
-                               prompt_cache_mb=config.prompt_cache_mb)
+                               prompt_cache_mb=config.prompt_cache_mb, prompt_cache_dir=state_dir)
     return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
-                           prompt_cache_mb=config.prompt_cache_mb, prompt_cache_dir=config.prompt_cache_dir)
+                           prompt_cache_mb=config.prompt_cache_mb, prompt_cache_dir=state_dir)
+
+
+def prompt_state_dir(config: LLMConfig) -> Path | None:
+    """Where the embedded model keeps prompt states on disk (``llm.prompt_cache_dir``; None = in memory)."""
+    if config.prompt_cache_dir == "" or config.prompt_cache_mb <= 0:
+        return None
+    if config.prompt_cache_dir is None:
+        from rlgpt.llm.embedded import default_prompt_state_dir
+
+        return default_prompt_state_dir()
+    return Path(config.prompt_cache_dir).expanduser()
 
 
 def build_client(config: LLMConfig, *, metrics_sink: MetricsSink | None = None,

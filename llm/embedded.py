@@ -67,6 +67,82 @@ def prefix_state_cache() -> type:
     return PrefixStateCache
 
 
+PROMPT_STATE_DIR_ENV = "RLGPT_PROMPT_STATE_DIR"
+"""Where prompt states are kept on disk by default (`default_prompt_state_dir`)."""
+
+
+def default_prompt_state_dir() -> Path:
+    """The disk home of kept prompt states: $RLGPT_PROMPT_STATE_DIR, else $XDG_CACHE_HOME/rlgpt/prompt_states,
+    else ~/.cache/rlgpt/prompt_states (next to the assembled models, `rlgpt.llm.model_store`)."""
+    from rlgpt.llm.model_store import rlgpt_cache_dir
+
+    override = os.environ.get(PROMPT_STATE_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    return rlgpt_cache_dir() / "prompt_states"
+
+
+def prompt_state_folder(base: str | os.PathLike[str], model_path: str | os.PathLike[str], n_ctx: int) -> Path:
+    """The folder of one model's kept states under `base`: a state is only loaded into the weights, window
+    and llama.cpp build that saved it (the model file's name and size, ``n_ctx``, llama-cpp-python's
+    version), so a state from another one is never offered."""
+    import importlib.metadata
+
+    path = Path(model_path)
+    version = importlib.metadata.version("llama-cpp-python")
+    return Path(base) / f"{path.stem}-{path.stat().st_size}-ctx{n_ctx}-llama{version}"
+
+
+@functools.cache
+def prefix_state_disk_cache() -> type:
+    """`prefix_state_cache` on disk (llama-cpp-python's `LlamaDiskCache`, a SQLite-indexed folder that
+    processes share safely): a new process, or another run, starts from the states earlier ones kept.
+
+    Differs from `LlamaDiskCache` where that one breaks here: a state keeps only its last logits row (as in
+    RAM; a full state of a 1,500-token prompt is ~0.9 GB of logits); a read keeps the state instead of
+    popping it (another process may want the same prefix); and a state that cannot be read (deleted by
+    another process's eviction in between, or a damaged file) is a miss, never a failed request.
+    """
+    llama_cpp = _import_llama()
+
+    class PrefixStateDiskCache(llama_cpp.LlamaDiskCache):
+        def __init__(self, cache_dir: str, capacity_bytes: int) -> None:
+            super().__init__(cache_dir, capacity_bytes=capacity_bytes)
+            # diskcache culls by its own size limit (1 GiB by default) besides ours: make it ours.
+            self.cache.reset("size_limit", capacity_bytes)
+
+        def __getitem__(self, key: Any) -> Any:
+            try:
+                found = self._find_longest_prefix_key(tuple(key))
+                value = None if found is None else self.cache.get(found)
+            except Exception:  # sqlite or unpickling errors of a damaged or concurrently evicted entry
+                value = None
+            if value is None or not hasattr(value, "input_ids"):
+                raise KeyError("no kept state shares a prefix with this prompt")
+            return value
+
+        def __contains__(self, key: Any) -> bool:
+            try:
+                return self._find_longest_prefix_key(tuple(key)) is not None
+            except Exception:
+                return False
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            value.scores = value.scores[-1:].copy()
+            key = tuple(key)
+            try:
+                self.cache.set(key, value)
+                while self.cache_size > self.capacity_bytes and len(self.cache) > 1:
+                    oldest = next(iter(self.cache))
+                    if oldest == key:
+                        break
+                    self.cache.delete(oldest)
+            except Exception:  # a full or read-only disk costs the reuse, not the request
+                pass
+
+    return PrefixStateDiskCache
+
+
 class EmbeddedBackend:
     """A llama.cpp model loaded once; structured output via a grammar compiled from the JSON schema."""
 
@@ -85,8 +161,8 @@ class EmbeddedBackend:
             prompt_cache_mb: keep llama.cpp states of earlier prompts (up to this many MiB), so a request
                 sharing a prefix with one of them (each role's rules + API) computes only the rest; 0 = only
                 the prefix of the previous request is reused (llama.cpp's own behaviour).
-            prompt_cache_dir: keep those states on disk here instead (one folder per model file), so a new
-                process starts warm.
+            prompt_cache_dir: keep those states on disk here instead (`prompt_state_folder`: one folder
+                per model file, window and llama.cpp build), so a new process starts warm.
         """
         path = Path(model_path)
         if not path.is_file():
@@ -106,9 +182,9 @@ class EmbeddedBackend:
         if prompt_cache_mb > 0:
             capacity = prompt_cache_mb << 20
             if prompt_cache_dir:
-                # Keyed by model (its file name and size) and, inside, by the prompt's tokens (a prefix hash).
-                folder = Path(prompt_cache_dir) / f"{path.stem}-{path.stat().st_size}"
-                self._llama.set_cache(llama_cpp.LlamaDiskCache(str(folder), capacity_bytes=capacity))
+                # Keyed by model (file, window, build) and, inside, by the prompt's tokens.
+                folder = prompt_state_folder(prompt_cache_dir, path, n_ctx)
+                self._llama.set_cache(prefix_state_disk_cache()(str(folder), capacity_bytes=capacity))
             else:
                 self._llama.set_cache(prefix_state_cache()(capacity_bytes=capacity))
         # One llama context cannot decode two requests at once.

@@ -172,7 +172,7 @@ class OpenAIHTTPBackend:
                 continue
             try:
                 return json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: a body nested past the parser's limit
                 raise NonJSONResponseError(
                     f"{method} {url} returned a non-JSON body (is this an OpenAI-compatible API root?): "
                     f"{raw[:200]!r}"

@@ -46,7 +46,7 @@ class IsolatedBackend:
     def __init__(self, model_path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
                  crash_retries: int = 1, ready_timeout_s: float = 300.0, timeout_s: float = 600.0,
                  log_dir: str | os.PathLike[str] | None = None, model_id: str | None = None,
-                 prompt_cache_mb: int = 0) -> None:
+                 prompt_cache_mb: int = 0, prompt_cache_dir: str | os.PathLike[str] | None = None) -> None:
         """Describe the server; it starts on the first request (or `start()`).
 
         Args:
@@ -58,7 +58,9 @@ class IsolatedBackend:
             timeout_s: per-request timeout.
             log_dir: where the server's log goes (server-<n>.log per start); default a temporary directory.
             model_id: cache identity; defaults to "embedded:<file name>" like EmbeddedBackend.
-            prompt_cache_mb: the server's RAM cache of prompt states (shared prefixes; 0 = none).
+            prompt_cache_mb: the server's cache of prompt states (shared prefixes; 0 = none).
+            prompt_cache_dir: keep them on disk here (as `EmbeddedBackend` does; None = in the server's RAM),
+                so a restarted server or a new run starts warm.
         """
         path = Path(model_path)
         if not path.is_file():
@@ -84,6 +86,7 @@ class IsolatedBackend:
         self._lock = threading.Lock()
         self._vocab: Any = None
         self.prompt_cache_mb = prompt_cache_mb
+        self.prompt_cache_dir = prompt_cache_dir
 
     @property
     def model_id(self) -> str:
@@ -112,7 +115,8 @@ class IsolatedBackend:
         self.starts += 1
         port = free_port()
         command = llama_server_command(self.path, port=port, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                       model_alias=_ALIAS, prompt_cache_mb=self.prompt_cache_mb)
+                                       model_alias=_ALIAS, prompt_cache_mb=self.prompt_cache_mb,
+                                       prompt_cache_dir=self.prompt_cache_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.server = ManagedServer(command, host="127.0.0.1", port=port,
                                     log_path=self.log_dir / f"server-{self.starts}.log",

@@ -79,15 +79,36 @@ class JsonSchemaFormat:
         await self.app(scope, replay, send)
 
 
+STATE_DIR_FLAG = "--rlgpt_state_dir"
+"""Our one argument beyond llama_cpp.server's: the folder of ``--cache_type disk`` (which llama_cpp.server
+cannot name: its disk cache lands in ``./.cache``)."""
+
+
+def pop_state_dir(argv: list[str]) -> str | None:
+    """Remove ``STATE_DIR_FLAG DIR`` from `argv` (in place) and return DIR (None when absent)."""
+    if STATE_DIR_FLAG not in argv:
+        return None
+    i = argv.index(STATE_DIR_FLAG)
+    folder = argv[i + 1] if i + 1 < len(argv) else None
+    del argv[i:i + 2]
+    return folder
+
+
 def main() -> None:
     """llama_cpp.server's own entry point, with its app wrapped in `JsonSchemaFormat`."""
+    import sys
+
     import llama_cpp
     from llama_cpp.server import __main__ as llama_main
 
-    from rlgpt.llm.embedded import prefix_state_cache
+    from rlgpt.llm.embedded import prefix_state_cache, prefix_state_disk_cache
 
-    # The server builds its --cache from this name: states bounded by what they hold.
+    # The server builds its --cache from these names: states bounded by what they hold, on disk in our folder.
     llama_cpp.LlamaRAMCache = prefix_state_cache()  # type: ignore[misc]
+    folder = pop_state_dir(sys.argv)
+    if folder:
+        disk_cache = prefix_state_disk_cache()
+        llama_cpp.LlamaDiskCache = lambda capacity_bytes: disk_cache(folder, capacity_bytes=capacity_bytes)  # type: ignore[misc]
     create_app = llama_main.create_app
     llama_main.create_app = lambda **kwargs: JsonSchemaFormat(create_app(**kwargs))  # type: ignore[assignment]
     llama_main.main()

@@ -69,14 +69,18 @@ DEFAULT_MODEL = QWEN_CODER_1_5B.name
 SMALL_MODEL = QWEN_CODER_0_5B.name
 
 
+def rlgpt_cache_dir() -> Path:
+    """rlgpt's folder in the user's cache: $XDG_CACHE_HOME/rlgpt, else ~/.cache/rlgpt."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "rlgpt"
+
+
 def default_model_dir() -> Path:
-    """Return the model cache dir: $RLGPT_MODEL_DIR, else $XDG_CACHE_HOME/rlgpt/models, else ~/.cache/..."""
+    """Return the model cache dir: $RLGPT_MODEL_DIR, else `rlgpt_cache_dir` / models."""
     override = os.environ.get(MODEL_DIR_ENV)
     if override:
         return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "rlgpt" / "models"
+    return rlgpt_cache_dir() / "models"
 
 
 def get_spec(name: str) -> ModelSpec:

@@ -15,8 +15,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from rlgpt.llm.embedded import quiet_openmp
+from rlgpt.llm.embedded import prompt_state_folder, quiet_openmp
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ServerUnavailableError
+from rlgpt.llm.llama_server import STATE_DIR_FLAG
 from rlgpt.procs import die_with_parent
 
 
@@ -29,8 +30,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def llama_server_command(model_path: Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 4096,
                          n_threads: int | None = None, model_alias: str | None = None,
-                         prompt_cache_mb: int = 0) -> list[str]:
-    """Return the argv that runs llama-cpp-python's OpenAI server on `model_path`."""
+                         prompt_cache_mb: int = 0, prompt_cache_dir: str | os.PathLike[str] | None = None
+                         ) -> list[str]:
+    """Return the argv that runs llama-cpp-python's OpenAI server on `model_path`; with `prompt_cache_mb`,
+    the server keeps prompt states (in RAM, or on disk under `prompt_cache_dir`: `prompt_state_folder`)."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise BackendUnavailableError(
             "llama-cpp-python is not installed; run `pip install 'rlgpt[llm,server]'`"
@@ -48,7 +51,11 @@ def llama_server_command(model_path: Path, *, host: str = "127.0.0.1", port: int
     if model_alias:
         cmd += ["--model_alias", model_alias]
     if prompt_cache_mb > 0:  # llama.cpp states of earlier prompts, reused for a request sharing their prefix
-        cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)]
+        kind = "disk" if prompt_cache_dir else "ram"
+        cmd += ["--cache", "true", "--cache_type", kind, "--cache_size", str(prompt_cache_mb << 20)]
+        if prompt_cache_dir:  # read (and removed) by rlgpt.llm.llama_server before llama_cpp's parser
+            folder = prompt_state_folder(prompt_cache_dir, model_path, n_ctx)
+            cmd += [STATE_DIR_FLAG, str(folder)]
     return cmd
 
 

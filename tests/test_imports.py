@@ -1,5 +1,6 @@
 """No import cycles among the modules of the `rlgpt` package (read statically from the source, so deferred
-imports inside functions count too: a cycle hidden in a function is still a cycle)."""
+imports inside functions count too: a cycle hidden in a function is still a cycle), and no module below the
+run layer imports it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import rlgpt
 ROOT = Path(rlgpt.__file__).resolve().parents[2]
 PACKAGE_DIRS = {"rlgpt": ROOT / "src" / "rlgpt", "rlgpt.envs": ROOT / "envs", "rlgpt.llm": ROOT / "llm",
                 "rlgpt.kernels": ROOT / "kernels"}
-
-
+TOP = "rlgpt.run"
+"""`rlgpt run`'s machinery sits on top of everything else: it drives rl, macro, agents, llm and envs, and the
+names of the files they all write (`rlgpt.layout`, `rlgpt.rundir`) lie below them all."""
+TOP_CALLERS = {"rlgpt.cli"}
+"""The modules outside `TOP` that may import it: the command line."""
 
 def modules() -> dict[str, Path]:
     """Every module of the package: dotted name -> file."""
@@ -105,6 +109,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of `TOP` from a module below it (neither in it nor one of `TOP_CALLERS`)."""
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                  if within(target, TOP) and not within(name, TOP) and name not in TOP_CALLERS)
+
+
 def test_the_graph_sees_the_package_and_its_imports():
     graph = import_graph()
     assert {"rlgpt.rl.train", "rlgpt.envs.engine.rules", "rlgpt.llm.client", "rlgpt.config"} <= set(graph)
@@ -113,8 +127,17 @@ def test_the_graph_sees_the_package_and_its_imports():
     assert "rlgpt.macro.api" not in graph["rlgpt.macro.control"]  # its import is under TYPE_CHECKING
     # A cycle is found where there is one.
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    # An import up into the run layer is found where there is one.
+    assert "rlgpt.layout" in graph["rlgpt.rl.train"] and "rlgpt.run.runner" in graph["rlgpt.cli"]
+    assert upward_imports({"rlgpt.rl.x": {"rlgpt.run.layout"}, "rlgpt.cli": {"rlgpt.run"},
+                           "rlgpt.run.a": {"rlgpt.run.b"}}) == ["rlgpt.rl.x -> rlgpt.run.layout"]
 
 
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_nothing_below_the_run_layer_imports_it():
+    found = upward_imports(import_graph())
+    assert not found, "imports up into rlgpt.run: " + "; ".join(found)

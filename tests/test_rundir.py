@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from rlgpt.run import rundir
+from rlgpt import rundir
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])

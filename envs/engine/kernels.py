@@ -835,10 +835,10 @@ def reset_noise(
         mt.seed(key, pos, e, world_seeds[k])
         perm, grad = simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len)
         if direct:
-            fields = worldgen._smooth_noise(perm, grad, w, h)
+            fields = worldgen._smooth_noise((offsets, coef, vertex, gradients[k]), (perm, grad), w, h)
         else:
             gradients[k] = worldgen._vertex_gradients(vertices, perm, grad)
-            fields = worldgen._smooth_noise_tab((offsets, coef, vertex, gradients[k]), w, h)
+            fields = worldgen._smooth_noise((offsets, coef, vertex, gradients[k]), None, w, h)
         for i in range(256):
             perms[k, i] = perm[i]
             grads[k, i] = grad[i]
@@ -863,7 +863,7 @@ def reset_world(
     offsets, coef, vertex, vertices = tables
     direct = vertices.shape[0] == 0
     # A world takes ~1.7 draws per tile: fill room for 2 first (each double costs ~5 ns), and only when
-    # a world takes more, all the room its tiles can take (`worldgen._tiles_tab` says so by returning -1).
+    # a world takes more, all the room its tiles can take (`worldgen._tiles` says so by returning -1).
     small = np.empty(2 * w * h)
     full = np.empty(worldgen._MAX_DRAWS_PER_TILE * w * h)
     for k in range(rows.shape[0]):
@@ -873,22 +873,24 @@ def reset_world(
         for i in range(mt.N):
             scratch_key[0, i] = key[e, i]
         scratch_pos[0] = pos[e]
+        tab = (offsets, coef, vertex, gradients[k])
         if direct:
             mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
             material, placed, drawn = worldgen._tiles(
-                perms[k], grads[k], start[k], water[k], mountain[k], px, py, full
+                tab, (perms[k], grads[k]), start[k], water[k], mountain[k], px, py, full
             )
         else:
-            tab = (offsets, coef, vertex, gradients[k])
             mt.fill_uniform(scratch_key, scratch_pos, scratch, small)
-            material, placed, drawn = worldgen._tiles_tab(tab, start[k], water[k], mountain[k], px, py, small)
+            material, placed, drawn = worldgen._tiles(
+                tab, None, start[k], water[k], mountain[k], px, py, small
+            )
             if drawn < 0:
                 for i in range(mt.N):
                     scratch_key[0, i] = key[e, i]
                 scratch_pos[0] = pos[e]
                 mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
-                material, placed, drawn = worldgen._tiles_tab(
-                    tab, start[k], water[k], mountain[k], px, py, full
+                material, placed, drawn = worldgen._tiles(
+                    tab, None, start[k], water[k], mountain[k], px, py, full
                 )
         mt.skip_doubles(key, pos, e, drawn)
         for x in range(w):

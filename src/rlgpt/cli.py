@@ -173,10 +173,24 @@ def add_executor_flags(p: argparse.ArgumentParser) -> None:
                    "default: a private Ray instance in this process")
 
 
+def steps_arg(text: str) -> int:
+    """A step count as ``250000``, ``250_000``, ``250k`` or ``1M`` (for ``--budget``)."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+    try:
+        value = float((text[:-1] if scale > 1 else text).replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a step count such as 250000 or 250k, got {text!r}") from None
+    if value * scale <= 0 or value * scale != int(value * scale):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number of steps, got {text!r}")
+    return int(value * scale)
+
+
 def _report(args: argparse.Namespace) -> int:
     from rlgpt.run.report import write_report
 
-    paths = write_report(args.run_dirs, args.out)
+    paths = write_report(args.run_dirs, args.out, budget=args.budget,
+                         wandb_project=args.wandb_project if args.wandb else None)
     print(paths["markdown"].read_text())
     print(f"report: {', '.join(str(p) for p in paths.values())}")
     return 0
@@ -246,9 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_executor_flags(p)
     p.set_defaults(func=_sweep)
 
-    p = sub.add_parser("report", help="success per task per mode (Markdown + PNG) from rlgpt run directories")
+    p = sub.add_parser("report", help="Table 2 (test success per task per mode), steps to success, steps "
+                       "by kind, success-vs-steps curves, the Crafter score (Markdown + PNG) from run dirs")
     p.add_argument("run_dirs", nargs="+", help="directories written by `rlgpt run`")
     p.add_argument("--out", default="report", help="output directory (default: ./report)")
+    p.add_argument("--budget", type=steps_arg, metavar="STEPS",
+                   help="report each run's budget-mark evaluation at exactly STEPS primitive steps (e.g. "
+                   "250k); a run without that mark is shown as missing. Default: each run's final result")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log the tables and PNGs to one W&B run in OUT/wandb (offline unless WANDB_MODE "
+                   "says otherwise)")
+    p.add_argument("--wandb-project", dest="wandb_project", default="rlgpt",
+                   help="the W&B project of --wandb (default: rlgpt)")
     p.set_defaults(func=_report)
 
     add_llm_subcommands(sub)
@@ -266,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlgpt.rl.evaluate import EvalError
     from rlgpt.rl.workers import WorkerDiedError
     from rlgpt.run.report import ReportError
-    from rlgpt.run.rundir import RunDirError
+    from rlgpt.rundir import RunDirError
 
     user_errors = (
         ConfigError,

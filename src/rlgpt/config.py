@@ -119,6 +119,11 @@ class MacroConfig:
     run, a code-mode play) may use (``RLIMIT_CPU``); past it, a ``timeout`` diagnostic. 0 disables it."""
     contain_wall_seconds: float = 600.0
     """Wall-clock seconds of one contained run before it is killed (a ``timeout`` diagnostic)."""
+    hang_seconds: float = 300.0
+    """Wall-clock seconds one macro call in a training's env worker may run before the trainer kills that
+    worker as hung (a loop that takes no game step, in generated or trusted code; a call of `max_steps`
+    steps takes well under a second): the training then ends with an error naming the macro, which the
+    executor's retries and the critic see, instead of a run stalled at 0 FPS forever. 0 disables it."""
     max_time_share: float = 0.9
     """Largest share of the time of its calls (its code plus the game steps it makes) one macro's own code,
     or the dense reward's, may take, once it has used `budget_grace_seconds`; past it, it is switched off
@@ -154,6 +159,10 @@ class TrainConfig:
     training's ``config.json`` and checkpoints (a training run, or a skill's ``policy/``). Chosen, one runs
     until its task's achievement count rises or ``macros.max_steps`` steps pass (`rlgpt.rl.options`). The
     planner offers a chain's earlier trained links to the later ones; needs the ``gym`` backend."""
+    stop_at_success: float = 0.0
+    """End the training before `steps` at the first metrics row whose rolling success (training episodes, over
+    a full window of Sample Factory's ``stats_avg`` episodes) reaches this; 0 never. What is left of `steps`
+    is not spent. A stopping rule only: the RL-GPT loop still selects and reports on evaluation episodes."""
     save_every_sec: int = 30
     """Checkpoint period; a killed run loses at most this much training."""
     summaries_every_sec: int = 5
@@ -172,6 +181,13 @@ class TrainConfig:
     onto the learner's core) and ``shared`` otherwise (per-env rollout workers need every core)."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
+    marks: tuple[int, ...] = ()
+    """Budget marks, in the steps of the run this training is part of (`mark_offset` + its own ``env_steps``):
+    the first learner step at which that count reaches a mark saves a copy of the policy under
+    ``marks/<mark>/`` (`rlgpt.rl.learner.MarkSaver`); a mark already at or below `mark_offset` is saved at
+    the first learner step. The run evaluates the copies on test seeds (`RunConfig.eval_marks`)."""
+    mark_offset: int = 0
+    """Steps the run had counted when this training started (what `marks` are measured from)."""
     wandb: bool = False
     """Log to Weights & Biases (offline unless ``WANDB_MODE`` says otherwise)."""
     wandb_project: str = "rlgpt"
@@ -319,13 +335,17 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.macros.contain_cpu_seconds >= 0, "macros.contain_cpu_seconds must be >= 0 (0 disables it)"),
         (cfg.macros.contain_wall_seconds > 0, "macros.contain_wall_seconds must be > 0"),
+        (cfg.macros.hang_seconds >= 0, "macros.hang_seconds must be >= 0 (0 disables it)"),
         (0 < cfg.macros.max_time_share <= 1, "macros.max_time_share must be in (0, 1]"),
         (cfg.macros.budget_grace_seconds >= 0, "macros.budget_grace_seconds must be >= 0"),
+        (0 <= cfg.stop_at_success <= 1, "stop_at_success must be in [0, 1] (0: never stop early)"),
         (cfg.save_every_sec >= 1, "save_every_sec must be >= 1"),
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),
         (cfg.learner_core in LEARNER_CORES, f"learner_core must be one of {', '.join(LEARNER_CORES)}"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
+        (all(m > 0 for m in cfg.marks), "marks must be > 0"),
+        (cfg.mark_offset >= 0, "mark_offset must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:
@@ -377,6 +397,10 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
+ENV_DOC_LEVELS = ("full", "rules", "none")
+"""`AgentConfig.env_doc`: how much the prompts say about the game, most first."""
+
+
 @dataclass
 class AgentConfig:
     """Knobs of the LLM agents (planner, slow, fast, critic) of the RL-GPT loop."""
@@ -399,7 +423,11 @@ class AgentConfig:
     json_max_tokens: int = 384
     """Completion token limit of one structured (JSON) reply."""
     probe_seeds: tuple[int, ...] = (0, 1, 2)
-    """Seeded episodes in which each candidate macro is probed."""
+    """Seeded episodes in which each candidate macro is probed (each plus `probe_seed_offset`)."""
+    probe_seed_offset: int = 0
+    """Added to every probe seed (`probe_episode_seeds`), so that probes follow the run's ``--seed``:
+    `validate_run` sets it to ``run_seed * SEED_STRIDE`` unless set (non-zero), like the sampling seeds
+    (`derived_seed`); run seed 0 probes the worlds of `probe_seeds` themselves."""
     probe_calls_per_episode: int = 1
     """Consecutive macro calls per probe episode."""
     probe_warmup_steps: int = 0
@@ -421,8 +449,27 @@ class AgentConfig:
     made of control primitives)."""
     critic_max_chars: int = 6000
     """Upper bound on the evaluation/probe/diagnostics text in the critic's prompt."""
+    env_doc: str = "full"
+    """What every role's prompt says about the game (the prompt-knowledge ablation, `ENV_DOC_LEVELS`):
+    ``full``: crafter's rules and, with the task, its prerequisite chain computed from crafter's recipes
+    (`rlgpt.agents.envdoc.requirement_lines`, and the slow prompt's instructions to follow it); ``rules``:
+    the rules without the computed chain; ``none``: only the task name and the action list (the macro API
+    reference stays: it is how code talks to the game). Under ``rules``/``none`` the slow agent's fallback
+    for a reply that never validates learns the task by RL instead of taking the recipe graph
+    (`rlgpt.agents.slow.decompose_or_fallback`), so no run gets recipe knowledge its prompts withheld."""
+    examples: bool = True
+    """Worked examples in the prompts: the fast agent's example macros and example reward, and the slow
+    agent's example decomposition. False is the ablation (the output format is still stated)."""
+
+    @property
+    def probe_episode_seeds(self) -> tuple[int, ...]:
+        """The world seeds of the probe episodes: `probe_seeds` shifted by `probe_seed_offset`."""
+        return tuple(s + self.probe_seed_offset for s in self.probe_seeds)
 
     def __post_init__(self) -> None:
+        if self.env_doc not in ENV_DOC_LEVELS:
+            raise ConfigError(
+                f"agents.env_doc must be one of {', '.join(ENV_DOC_LEVELS)}, got {self.env_doc!r}")
         if self.samples < 1:
             raise ConfigError(f"agents.samples must be >= 1, got {self.samples}")
         if self.repair_retries < 0:
@@ -489,6 +536,13 @@ class RunConfig:
     """Evaluation success at which the loop stops without asking the critic."""
     eval_episodes: int = 20
     """Episodes of each iteration's evaluation (and of ``--mode code``)."""
+    eval_marks: tuple[int, ...] = (50_000, 100_000, 250_000, 500_000, 1_000_000)
+    """Budget marks in the run's counted primitive steps (cumulative over its iterations, not per training):
+    the training running when the run's count crosses a mark saves its policy there, and after the run each
+    mark's policy is evaluated on test seeds at the task's episode length with `eval_episodes` episodes
+    (``summary.json``: ``marks``, ``steps_to_success``). Marks above `steps` are ignored; a mark the run
+    never reached (the loop stopped at its threshold) carries the reported policy's test result
+    (`rlgpt.run.marks`). ``--set eval_marks=[]`` turns them off."""
     planner_min_chain: int = 6
     """Tasks whose prerequisite chain (crafter's recipes) is at least this long go through the task planner
     and the skill library; shorter ones run the loop directly."""
@@ -509,6 +563,13 @@ class RunConfig:
     """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
     killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation
     crash after a full training only evaluates again). A failed job's steps still count as used."""
+    train_candidates: int = 1
+    """Trainings one loop iteration runs on the same fast-agent reply (macros, reward, observation,
+    horizon), each with its own RL seed (`candidate_seed`) in its own directory (``iter_N/train/`` for
+    candidate 0, ``iter_N/train_cand_K/`` for the others); the iteration's training budget is split evenly
+    across them and every candidate's steps are charged. The iteration keeps the candidate with the best
+    validation success (ties: the lowest K). The Ray executor trains them at the same time (one Ray task
+    each); the local executor one after another."""
     executor: str = "local"
     """Where trainings run: ``local`` (child processes of this one) or ``ray`` (tasks on a Ray cluster, see
     ``ray``; needs the ``ray`` extra). The LLM calls stay in this process either way."""
@@ -555,6 +616,21 @@ SEED_STRIDE = 1000
 ``seed + i``, so adjacent run seeds must not share the seeds of their candidates."""
 
 
+CANDIDATE_SEED_STRIDE = 10_000
+"""Training seeds of an iteration's candidate ``k >= 1`` (`candidate_seed`) start at ``k`` times this: run
+seeds stay below it (`rlgpt.rl.evaluate.MAX_RUN_SEED`, the same number), so no candidate trains with
+another run's seed or another candidate's."""
+MAX_TRAIN_CANDIDATES = 64
+"""The most `RunConfig.train_candidates` (a bound on a typo, not on the method)."""
+
+
+def candidate_seed(run_seed: int, k: int) -> int:
+    """The RL seed of candidate `k` of a run seeded `run_seed`: the run's seed for ``k = 0`` (a run of one
+    candidate trains as before), else ``run_seed + k * CANDIDATE_SEED_STRIDE``, distinct for every
+    (run seed, k) pair while run seeds stay below the stride."""
+    return run_seed + k * CANDIDATE_SEED_STRIDE
+
+
 def derived_seed(own: int, run_seed: int) -> int:
     """A sampling seed that follows the run's ``--seed``: ``own`` when set (non-zero), else
     ``run_seed * SEED_STRIDE``. Deriving it again gives the same seed; run seed 0 keeps 0."""
@@ -573,6 +649,11 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (cfg.job_attempts >= 1, "job_attempts must be >= 1"),
+        (1 <= cfg.train_candidates <= MAX_TRAIN_CANDIDATES,
+         f"train_candidates must be in [1, {MAX_TRAIN_CANDIDATES}], got {cfg.train_candidates}"),
+        (cfg.train_candidates == 1 or 0 <= cfg.seed < CANDIDATE_SEED_STRIDE,
+         f"seed must be in [0, {CANDIDATE_SEED_STRIDE}) with train_candidates > 1"),
+        (all(m > 0 for m in cfg.eval_marks), "eval_marks must be > 0"),
         (cfg.planner_min_chain >= 1, "planner_min_chain must be >= 1"),
         (cfg.chain_starts >= 0, "chain_starts must be >= 0"),
         (cfg.executor in EXECUTORS, f"executor must be one of {', '.join(EXECUTORS)}, got {cfg.executor!r}"),
@@ -589,7 +670,8 @@ def validate_run(cfg: RunConfig) -> RunConfig:
                                          seed=cfg.seed))
     try:
         agents = AgentConfig(**{**dataclasses.asdict(cfg.agents),
-                                "seed": derived_seed(cfg.agents.seed, cfg.seed)})
+                                "seed": derived_seed(cfg.agents.seed, cfg.seed),
+                                "probe_seed_offset": derived_seed(cfg.agents.probe_seed_offset, cfg.seed)})
         llm = LLMConfig(**{**dataclasses.asdict(cfg.llm), "seed": derived_seed(cfg.llm.seed, cfg.seed),
                            "cache_dir": cfg.llm.cache_dir or str(cfg.resolved_run_dir() / "llm_cache")})
     except ValueError as e:

@@ -208,7 +208,7 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
 
     import wandb
 
-    from rlgpt.run import layout, rundir
+    from rlgpt import layout, rundir
 
     os.environ.setdefault("WANDB_MODE", "offline")
     id_path = run_dir / layout.WANDB_ID
@@ -219,6 +219,7 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
     try:
         for it in summary["iterations"]:
             scalars: dict[str, float] = {"train/steps": it["steps"], "eval/success_rate": it["success_rate"]}
+            scalars.update({f"budget/steps_{k}": v for k, v in (it.get("steps_by_kind") or {}).items()})
             record = layout.training_record(run_dir / it["dir"])
             report = json.loads(record.read_text()).get("report") if record.is_file() else None
             for name, rate in ((report or {}).get("achievement_success") or {}).items():
@@ -227,7 +228,8 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
                 scalars.update({f"macro/{macro}/{k}": v for k, v in stats.items()})
             run.log(scalars, step=it["index"])
         final = {**summary.get("llm", {}), "eval/best_success_rate": summary["success_rate"],
-                 "train/steps_used": summary["steps_used"]}
+                 "train/steps_used": summary["steps_used"], "budget/steps_used": summary["steps_used"],
+                 **{f"budget/total_steps_{k}": v for k, v in (summary.get("steps_by_kind") or {}).items()}}
         run.log(final, step=len(summary["iterations"]))
         code = wandb.Artifact(f"code-{run_dir.name}", type="code")
         for path in (sorted(run_dir.glob(f"*/{layout.MACROS_YAML}"))
@@ -240,6 +242,26 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
         # finish() can return before W&B's service has written the last records; stopping the service
         # flushes them, so the offline run is complete on disk when `rlgpt run` returns.
         wandb.teardown()
+
+
+def log_report_to_wandb(project: str, out_dir: Path, tables: dict[str, tuple[list[str], list[list[str]]]],
+                        images: dict[str, Path], config: dict[str, Any]) -> str:
+    """One W&B run (``job_type`` report, offline unless ``WANDB_MODE`` says otherwise, files under
+    ``out_dir/wandb``) holding `rlgpt report`'s tables (name -> (columns, rows)) as ``wandb.Table`` and its
+    PNGs as images; returns the run's id."""
+    import wandb
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    run = wandb.init(project=project, dir=str(out_dir), job_type="report", name=f"report-{out_dir.name}",
+                     config=config)
+    try:
+        run.log({**{f"report/{name}": wandb.Table(columns=columns, data=rows)
+                    for name, (columns, rows) in tables.items()},
+                 **{f"report/{name}": wandb.Image(str(path)) for name, path in images.items()}})
+        return run.id
+    finally:
+        run.finish()
+        wandb.teardown()  # as in `log_to_wandb`: the offline files are complete when this returns
 
 
 class LoopProgress:
@@ -256,19 +278,24 @@ class LoopProgress:
         self.stream = stream or sys.stderr
         self.log_path = log_path
         self.steps_used = 0
+        """Charged env steps so far (every kind but test evaluation, `rlgpt.run.ledger`)."""
+        self.by_kind: dict[str, int] = {}
+        """The run's env steps so far per kind."""
         self.last = ""
         self._open: tuple[str, int, str, float] | None = None
 
-    def used(self, steps: int) -> None:
-        """Count a finished training's primitive steps."""
-        self.steps_used += steps
+    def count(self, ledger: Any) -> None:
+        """Show `ledger`'s counts (a `rlgpt.run.ledger.StepLedger`: its ``used`` and ``by_kind()``)."""
+        self.steps_used = ledger.used
+        self.by_kind = ledger.by_kind()
 
     def phase(self, phase: str, iteration: int, task: str) -> None:
         """Announce a phase of iteration `iteration` (0-based) of `task` (ends the phase before it)."""
         self._close()
         self._open = (task, iteration, phase, time.monotonic())
+        spent = ", ".join(f"{kind} {n:,d}" for kind, n in self.by_kind.items() if n)
         line = (f"rlgpt run: {task} | iteration {iteration + 1}/{self.iterations} | {phase:<6} | "
-                f"budget {self.steps_used:,d}/{self.total:,d} steps")
+                f"budget {self.steps_used:,d}/{self.total:,d} steps" + (f" ({spent})" if spent else ""))
         if line != self.last:
             self.stream.write(line + "\n")
             self.stream.flush()

@@ -20,8 +20,11 @@ THREADS = 2
 
 @pytest.fixture(scope="session")
 def agent_model() -> Iterator[EmbeddedBackend]:
-    """The real Qwen2.5-Coder-0.5B, loaded once, with room for the agents' prompts."""
-    backend = EmbeddedBackend(ensure_model(QWEN_CODER_0_5B), n_ctx=AGENT_CTX, n_threads=THREADS)
+    """The real Qwen2.5-Coder-0.5B, loaded once, with room for the agents' prompts. It keeps the states of
+    earlier prompts (as runs do, `llm.prompt_cache_mb`), so each role's rules + API prefix is computed once
+    per session rather than once per test."""
+    backend = EmbeddedBackend(ensure_model(QWEN_CODER_0_5B), n_ctx=AGENT_CTX, n_threads=THREADS,
+                              prompt_cache_mb=1024)
     yield backend
     backend.close()
 

@@ -43,7 +43,8 @@ def test_contained_probe_reports_what_an_in_process_probe_does() -> None:
 def test_memory_cap_reaches_the_probe() -> None:
     """The same legal macro: within a generous cap it runs until its fuel is gone; under a 48 MiB cap its
     allocation fails in the child and the probe reports ``memory``."""
-    limits = MacroLimits(fuel=50_000)
+    # A generous per-step clock: on a starved CPU (load 10) the 1 s default came before fuel or memory.
+    limits = MacroLimits(fuel=50_000, max_seconds=15.0)
     compiled = compile_macro(MacroSource("hoard", HOARD), limits)
     roomy = agent(ContainLimits(memory_mb=1024), limits).probe(compiled, "")
     assert set(roomy.outcomes) == {"fuel"}

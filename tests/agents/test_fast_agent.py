@@ -8,9 +8,8 @@ import json
 
 import pytest
 from agent_helpers import Recording, record_reply
+from crafter_helpers import chop_source, fenced
 
-from rlgpt import prompts
-from rlgpt.agents.common import describe_task, documentation, render_decomposition
 from rlgpt.agents.fast import MACRO_REPAIR_HINT, FastAgent
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
@@ -111,19 +110,7 @@ def test_a_macro_that_reaches_its_goal_on_every_probe_is_not_revised(client: LLM
     agent = FastAgent(client, dataclasses.replace(CONFIG, samples=1, probe_repair_retries=2,
                                                   probe_max_steps=64))
     messages = agent.macro_messages("collect_wood", CHOP)
-    good = """```python
-def chop_tree(game):
-    start = game.item("wood")
-    while game.item("wood") == start:
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            step = game.step_toward(tree)
-            yield step if step is not None else game.random_move()
-```"""
+    good = fenced(chop_source("chop_tree"))
     record_reply(client, messages, good, agent._sampling(0))
     choice = agent.write_macro("collect_wood", CHOP)
     assert len(choice.candidates) == 1 and choice.best is choice.candidates[0]
@@ -136,8 +123,7 @@ def test_reward_is_compiled_dry_run_and_runtime_failures_are_repaired(client: LL
                                                                       recording: Recording) -> None:
     agent = FastAgent(client, CONFIG)
     decomposition = Decomposition((CHOP,))
-    messages = prompts.render("fast_reward", **documentation(), task=describe_task("collect_wood"),
-                              decomposition=render_decomposition(decomposition), feedback="none")
+    messages = agent.reward_prompt("collect_wood", decomposition).render()
     bad = ("```python\ndef reward(game, prev):\n"
            "    return 1 / (game.inventory['wood'] - prev.inventory['wood'])\n```")
     record_reply(client, messages, bad, agent._sampling(0))

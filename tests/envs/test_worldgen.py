@@ -55,8 +55,8 @@ def test_same_world_and_rng_state_as_crafter(seed: int, area: tuple[int, int], p
 
 @pytest.mark.parametrize("seed", [0, 1, 2**31 - 2, 123_456_789])
 def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None:
-    """Every noise value crafter's generator can read in a 48x40 world, from the tables, equals
-    opensimplex's own ``_noise3`` at that input bit for bit (not merely close)."""
+    """Every noise value crafter's generator can read in a 48x40 world, from the tables and point by point
+    in compiled code, equals opensimplex's own ``_noise3`` at that input bit for bit (not merely close)."""
     from opensimplex import OpenSimplex
     from opensimplex.internals import _noise3
 
@@ -64,18 +64,25 @@ def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None
     perm, grad = simplex._perm, simplex._perm_grad_index3
     width, height = 48, 40
     tab = worldgen.table_args(worldgen.noise_tables(width, height), perm, grad)
-    for o, inputs in enumerate(worldgen._OCTAVES):
+    for o in range(worldgen._N_OCTAVES):
+        inputs = worldgen._octave_input.py_func
         expected = np.array(
-            [[_noise3(*inputs(x, y), perm, grad) for y in range(height)] for x in range(width)]
+            [[_noise3(*inputs(o, x, y), perm, grad) for y in range(height)] for x in range(width)]
         )
-        got = np.array([[table_noise(o, x * height + y, tab) for y in range(height)] for x in range(width)])
-        assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
+        for tables, simplex in ((tab, None), (NO_TABLES, (perm, grad))):
+            got = np.array([[noise_at(o, x, y, height, tables, simplex) for y in range(height)]
+                            for x in range(width)])
+            assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
+
+
+NO_TABLES = (np.zeros((1, 1), np.int64), np.zeros((0, 4)), np.zeros(0, np.int32), np.zeros((0, 3)))
+"""What `CompiledBatch(noise="direct")` passes for tables (it reads the noise point by point)."""
 
 
 @njit
-def table_noise(o, t, tab):
-    """`worldgen._table_noise` (inlined where the kernels use it) called on its own."""
-    return worldgen._table_noise(o, t, tab)
+def noise_at(o, x, y, height, tab, simplex):
+    """`worldgen._noise_at` (inlined where the kernels use it) called on its own."""
+    return worldgen._noise_at(o, x, y, height, tab, simplex)
 
 
 def crafter_reset(seed: int, episodes: int, area: tuple[int, int]) -> list[dict]:

@@ -128,6 +128,21 @@ def test_schema_failure_gives_up_after_n_reasks(front) -> None:
     assert "'3' is not of type 'integer'" in info.value.errors[2]
 
 
+def test_a_reply_or_body_nested_past_the_parser_is_refused_not_raised(front) -> None:
+    # json.loads raises RecursionError (not ValueError) on "[[[...]]]" 20,000 deep: as a reply's content it
+    # is one invalid attempt, as the response body a NonJSONResponseError; it crashed a whole run before.
+    bomb = "[" * 20000 + "]" * 20000
+    body = {"choices": [{"message": {"content": bomb}, "finish_reason": "stop"}], "usage": {}}
+    front.script.append((200, json.dumps(body).encode()))
+    client = LLMClient(OpenAIHTTPBackend(front.base_url), default_sampling=SAMPLING, schema_retries=0)
+    with pytest.raises(SchemaValidationError) as info:
+        client.structured("critic", MESSAGES, SCHEMA)
+    assert "nests arrays or objects far too deeply" in info.value.errors[0]
+    front.script.append((200, bomb.encode()))
+    with pytest.raises(NonJSONResponseError, match="non-JSON body"):
+        OpenAIHTTPBackend(front.base_url, max_retries=0).complete(MESSAGES, None, SAMPLING)
+
+
 def test_server_down() -> None:
     backend = OpenAIHTTPBackend(f"http://127.0.0.1:{free_port()}/v1", model="m", dialect="json_schema",
                                 max_retries=2, backoff_s=0.01)

@@ -3,13 +3,15 @@ computes only the rest, reported as llm/cached_tokens; kept on disk, a new proce
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import diskcache
 import pytest
 
 from rlgpt.agents.envdoc import crafter_rules
 from rlgpt.llm.client import LLMClient
-from rlgpt.llm.embedded import EmbeddedBackend
+from rlgpt.llm.embedded import EmbeddedBackend, prompt_state_folder
 from rlgpt.llm.types import SamplingParams
 
 PREFIX = crafter_rules()[:1200]  # a role's constant system prompt (a few hundred tokens)
@@ -61,3 +63,48 @@ def test_kept_states_stay_within_the_cache_capacity(small_model_path: Path) -> N
     assert all(s.scores.shape[0] <= 1 for s in states)
     # And the kept state still serves the shared prefix.
     assert client.metrics()["llm/cached_tokens"] > 100
+
+
+@pytest.mark.slow
+def test_the_isolated_server_keeps_states_on_disk_for_the_next_server(small_model_path: Path,
+                                                                      tmp_path: Path) -> None:
+    from rlgpt.llm.isolated import IsolatedBackend
+
+    def server(name: str) -> IsolatedBackend:
+        return IsolatedBackend(small_model_path, n_ctx=1024, n_threads=2, crash_retries=0,
+                               log_dir=tmp_path / name, prompt_cache_mb=256,
+                               prompt_cache_dir=tmp_path / "states")
+
+    first = server("first")
+    ask(LLMClient(first), "Write a macro that collects wood.")
+    first.close()
+    folder = prompt_state_folder(tmp_path / "states", small_model_path, 1024)
+    kept = diskcache.Cache(str(folder))
+    states = [kept[key] for key in kept.iterkeys()]
+    # The state is on disk, trimmed to its last logits row, in the folder of this model and window.
+    assert states and all(s.scores.shape[0] == 1 for s in states)
+    assert all(list(s.input_ids[:50]) == list(states[0].input_ids[:50]) for s in states)
+    kept.close()
+    # A new server (a new run) with the same folder serves the shared prefix from the kept state: llama.cpp
+    # says "cache hit" in its log for a request whose prompt starts with a kept state's tokens.
+    second = server("second")
+    ask(LLMClient(second), "Write a macro that collects stone.")
+    second.close()
+    log = (tmp_path / "second" / "server-1.log").read_text()
+    assert "cache hit" in log
+    assert "cache hit" not in (tmp_path / "first" / "server-1.log").read_text()
+
+
+def test_prompt_state_settings() -> None:
+    from rlgpt.llm.config import LLMConfig, prompt_state_dir
+    from rlgpt.llm.embedded import PROMPT_STATE_DIR_ENV
+    from rlgpt.llm.llama_server import STATE_DIR_FLAG, pop_state_dir
+
+    argv = ["--model", "m.gguf", STATE_DIR_FLAG, "/x/y", "--cache", "true"]
+    assert pop_state_dir(argv) == "/x/y" and argv == ["--model", "m.gguf", "--cache", "true"]
+    assert pop_state_dir(argv) is None
+    # None: the default folder (the test session's, from conftest); "": RAM only; no cache: nothing on disk.
+    assert str(prompt_state_dir(LLMConfig())) == os.environ[PROMPT_STATE_DIR_ENV]
+    assert prompt_state_dir(LLMConfig(prompt_cache_dir="")) is None
+    assert prompt_state_dir(LLMConfig(prompt_cache_mb=0)) is None
+    assert prompt_state_dir(LLMConfig(prompt_cache_dir="~/s")) == Path.home() / "s"

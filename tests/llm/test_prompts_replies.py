@@ -9,6 +9,7 @@ import pytest
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from rlgpt import prompts
+from rlgpt.agents.common import knowledge_values
 from rlgpt.agents.replies import (
     Decomposition,
     FastReply,
@@ -21,11 +22,13 @@ from rlgpt.agents.replies import (
 
 VALUES = {
     "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_rules": "2D"},
-    "slow": {"task": "collect wood", "env_rules": "Crafter", "macro_api": "move(d)", "feedback": "none"},
+    "slow": {"task": "collect wood", "env_rules": "Crafter", "macro_api": "move(d)", "feedback": "none",
+             **knowledge_values("slow")},
     "fast": {"task": "collect wood", "name": "chop", "description": "chop a tree", "goal": "wood",
-             "macro_api": "move(d)", "env_rules": "rules", "feedback": "none", "skills": ""},
+             "macro_api": "move(d)", "env_rules": "rules", "feedback": "none", "skills": "",
+             **knowledge_values("fast")},
     "fast_reward": {"task": "collect wood", "decomposition": "chop", "macro_api": "move(d)",
-                    "env_rules": "rules", "feedback": "none"},
+                    "env_rules": "rules", "feedback": "none", **knowledge_values("fast_reward")},
     "fast_setup": {"task": "collect wood", "decomposition": "chop", "macros": "chop", "env_rules": "rules",
                    "feedback": "none"},
     "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none",
@@ -57,7 +60,7 @@ def test_schemas_are_valid_and_compile_to_llama_grammar(role: str) -> None:
 
 def test_render_reports_missing_and_unexpected_values() -> None:
     with pytest.raises(prompts.PromptError, match=r"missing \['feedback'\], unexpected \['extra'\]"):
-        prompts.render("slow", task="t", env_rules="e", macro_api="a", extra="x")
+        prompts.render("slow", task="t", env_rules="e", macro_api="a", extra="x", **knowledge_values("slow"))
     with pytest.raises(prompts.PromptError, match="unknown role 'boss'"):
         prompts.render("boss")
 

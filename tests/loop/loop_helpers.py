@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlgpt import prompts
+from rlgpt import prompts, rundir
 from rlgpt.config import RunConfig, builtin_config_path, load_run_config
 from rlgpt.llm.cache import ResponseCache, request_key
 from rlgpt.llm.config import _replay_model_id
 from rlgpt.llm.types import Completion, Message, SamplingParams
-from rlgpt.run import rundir
 
 SMOKE = str(builtin_config_path("run_smoke.yaml"))
 

@@ -25,10 +25,13 @@ def test_a_working_policy_scores() -> None:
 
 
 def test_an_episode_past_the_wall_clock_is_a_failed_episode() -> None:
-    """Every step builds ten 100,000-item lists (~10 ms, more under load) and an idle player lives for
-    hundreds of steps: seconds per episode on any machine, against a 0.5 s wall clock."""
+    """Every step builds ten 100,000-item lists (5-10 ms; the fuel of one call allows no more) against a
+    0.25 s wall clock. Worlds are fixed by the seed: at run seed 3 an idle player lives 183 and 150 steps
+    in the first two test episodes (at seed 0 one of them dies after 18 steps, which a fast machine plays
+    inside the clock), so each episode needs 0.75 s or more on any machine."""
     code = 'def policy(game):\n    for _ in range(10):\n        x = list(range(99999))\n    yield "noop"\n'
-    out = play_macro_policy(config(2, 10_000, contain_wall_seconds=0.5), code)
+    cfg = dataclasses.replace(config(2, 10_000, contain_wall_seconds=0.25), seed=3)
+    out = play_macro_policy(cfg, code)
     report = out["report"]
     assert out["ok"] and out["success_rate"] == 0.0 and report["episodes"] == 2
     assert len(report["failed_episodes"]) == 2 and all("[timeout]" in f for f in report["failed_episodes"])

@@ -95,14 +95,19 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     report = evaluation["report"]
     assert report["episodes"] == 4 and set(report["achievement_success"]) == set(ACHIEVEMENTS)
     assert set(report["macro_stats"]) == set(kept)
-    assert evaluation["steps"] >= 4096
+    # The training's share: the budget less the probes, the reward checks and its evaluation's bound.
+    budget = json.loads((it / "train" / "job.json").read_text())["config"]["steps"]
+    spent = sum(fast["steps_by_kind"].values())
+    assert budget == min(4096, 4096 - spent - 4 * 200) and evaluation["steps"] >= budget
     # Critic: typed feedback (or done by threshold).
     critic = json.loads((it / "critic.json").read_text())
     assert critic["target"] in ("fast", "slow", "done") and critic["by"] in ("critic", "threshold")
 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["mode"] == "rlgpt" and summary["best"] == "iter_000" and len(summary["iterations"]) == 1
-    assert summary["steps_used"] == evaluation["steps"]
+    assert summary["steps_by_kind"]["probe"] == sum(
+        c["probe"]["env_steps"] for m in fast["macros"] for c in m["candidates"] if c["probe"])
+    assert summary["steps_used"] == evaluation["steps"] + evaluation["eval_steps"] + spent
     # Selection saw validation episodes; the reported result is the selected policy on test episodes.
     assert report["split"] == "validation" and summary["validation_success_rate"] == report["success_rate"]
     test = json.loads((it / "test.json").read_text())

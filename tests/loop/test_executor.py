@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import threading
 from pathlib import Path
@@ -14,10 +15,10 @@ import pytest
 from loop_helpers import wait_for
 
 from rlgpt.config import builtin_config_path, load_config
+from rlgpt.layout import ATTEMPTS_JSON, RESULT_JSON, TRAINED_JSON
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import make_crafter_env, register_task_env
 from rlgpt.run.executor import LocalExecutor, TrainJob
-from rlgpt.run.layout import ATTEMPTS_JSON, RESULT_JSON, TRAINED_JSON
 from rlgpt.run.records import job_record
 from rlgpt.tracking import MetricsLog, read_metrics, spent_steps
 
@@ -126,3 +127,43 @@ def test_spent_steps_count_every_session_and_the_work_a_kill_lost(tmp_path: Path
             log.write(env_steps=steps, resumed_from=0 if session == 0 else 768)
         log.close()
     assert spent_steps(quiet) == 768 + (4096 - 768)
+
+
+def _evaluate_past_the_cap(job: TrainJob) -> dict:
+    """In a forked child: `run_job` of an evaluate-only job whose evaluation allocates 256 MiB in one C call
+    (as a macro growing memory inside one builtin would) and reports what happened."""
+    import rlgpt.rl.evaluate as evaluate_module
+    from rlgpt.rl.evaluate import EvalReport
+    from rlgpt.run.executor import run_job
+
+    seen: dict = {}
+
+    def evaluate(run_dir, **kwargs):
+        seen["limit"] = resource.getrlimit(resource.RLIMIT_DATA)[0]
+        try:
+            seen["allocated"] = len(bytearray(256 * 2**20))
+        except MemoryError:
+            seen["allocated"] = 0
+        return EvalReport(job.config.task, 0, 0, 0.0, {}, 0.0, 0.0, 0.0, False)
+
+    evaluate_module.evaluate = evaluate
+    result = run_job(job)
+    return {"ok": result.ok, **seen}
+
+
+def test_the_evaluation_of_a_job_runs_under_the_macro_memory_backstop(tmp_path: Path) -> None:
+    from rlgpt.macro.contain import ContainLimits, run_contained
+
+    cfg = smoke_train(tmp_path / "run")
+    cfg.macros.memory_limit_mb = 64
+    job = TrainJob(cfg, eval_episodes=1, evaluate_only=True)
+    # The child's own OS limits are off, so only the job's backstop can stop the allocation.
+    out = run_contained(_evaluate_past_the_cap, job, limits=ContainLimits(memory_mb=0, cpu_seconds=0))
+    assert out.ok, out.diagnostic
+    assert out.value["ok"] and out.value["limit"] != resource.RLIM_INFINITY
+    assert out.value["allocated"] == 0  # MemoryError in the evaluation, not 256 MiB taken
+    # Disabled (0), the same allocation goes through: the test can tell the two apart.
+    cfg.macros.memory_limit_mb = 0
+    out = run_contained(_evaluate_past_the_cap, TrainJob(cfg, eval_episodes=1, evaluate_only=True),
+                        limits=ContainLimits(memory_mb=0, cpu_seconds=0))
+    assert out.ok and out.value["allocated"] == 256 * 2**20

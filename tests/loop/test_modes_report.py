@@ -7,26 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from crafter_helpers import chop_source, fenced
 from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.llm.config import build_client
 from rlgpt.run.baselines import policy_subaction
+from rlgpt.run.ledger import STEP_KINDS
 from rlgpt.run.report import result_table
 from rlgpt.run.runner import run
 
-CHOP = """```python
-def policy(game):
-    for attempt in range(200):
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            step = game.step_toward(tree)
-            yield step if step is not None else game.random_move()
-```"""
+CHOP = fenced(chop_source("policy", steps=200))
 RECORD_FIELDS = {"task", "mode", "seed", "steps_budget", "steps_used", "success_rate", "achievement_success",
                  "eval_episodes", "iterations", "best", "run_dir"}
 
@@ -49,7 +40,13 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
     assert played["report"]["episodes"] == cfg.eval_episodes
     assert played["report"]["macro_stats"]["policy"]["calls"] >= cfg.eval_episodes
     # A macro that walks to trees and hits them collects wood in these worlds.
-    assert code["success_rate"] > 0 and code["steps_used"] == 0 and code["played_steps"] > 0
+    assert code["success_rate"] > 0 and code["played_steps"] > 0
+    # The code baseline trains nothing: its charged steps are its probes; its played episodes are the test.
+    probes = sum(c["probe"]["env_steps"] for c in written["candidates"] if c["probe"])
+    assert code["steps_by_kind"] == {**dict.fromkeys(STEP_KINDS, 0), "probe": probes,
+                                     "test_eval": code["played_steps"]}
+    assert code["steps_used"] == probes > 0
+    assert ppo["steps_by_kind"]["train"] == ppo["steps_used"] and ppo["steps_by_kind"]["test_eval"] > 0
 
     for record_ in (ppo, code):
         assert RECORD_FIELDS <= set(record_)
@@ -57,7 +54,7 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
         assert set(record_["achievement_success"]) == set(ppo["achievement_success"])
     table = result_table([ppo, code])
     assert table.splitlines()[0] == "| task | ppo | code |"
-    assert f"| collect_wood | {ppo['success_rate']:.2f} (4," in table
+    assert f"| collect_wood | {ppo['success_rate']:.2f} (n=1) | {code['success_rate']:.2f} (n=1) |" in table
 
     proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), timeout=300)
     assert proc.returncode == 0, proc.stderr

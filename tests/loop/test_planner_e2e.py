@@ -45,5 +45,10 @@ def test_a_small_planner_run_completes_with_the_real_model(tmp_path: Path) -> No
             assert config["rlgpt_options"]
     chain = json.loads((run_dir / "chain.json").read_text())
     assert chain["episodes"] == 4 and 0.0 <= chain["success_rate"] <= 1.0
-    # Every step counted: the subtasks' trainings and the chain prefixes that built their start states.
-    assert summary["steps_used"] == sum(p["steps"] + p["prefix_steps"] for p in parts) > 0
+    # Every step counted, by kind: the subtasks' (chain prefixes, probes, trainings, evaluations) and the
+    # chain's test episodes (reported, not charged).
+    by_kind = summary["steps_by_kind"]
+    chained = {"test_eval": chain["steps"]}
+    assert by_kind == {k: sum(p["steps_by_kind"][k] for p in parts) + chained.get(k, 0) for k in by_kind}
+    assert summary["steps_used"] == sum(n for k, n in by_kind.items() if k != "test_eval") > 0
+    assert by_kind["prefix"] == sum(p["prefix_steps"] for p in parts)

@@ -18,6 +18,10 @@ def test_defaults_files_and_nested_overrides() -> None:
     assert load_run_config(None, ["agents.probe_seeds=1,2"]).agents.probe_seeds == (1, 2)
     assert str(RunConfig(task="a+b", mode="ppo").resolved_run_dir()) == "runs/a_b-ppo-seed0"
     assert RunConfig(mode="ppo", steps=1000).steps_per_iteration == 1000  # one training, whole budget
+    # Budget marks: a list or "a,b" on the command line; [] turns them off.
+    assert load_run_config(None, ["eval_marks=[512, 1024]"]).eval_marks == (512, 1024)
+    assert load_run_config(None, ["eval_marks=512,1024"]).eval_marks == (512, 1024)
+    assert load_run_config(None, ["eval_marks=[]"]).eval_marks == ()
 
 
 @pytest.mark.parametrize("override, fragment", [
@@ -28,6 +32,9 @@ def test_defaults_files_and_nested_overrides() -> None:
     ("max_outer=0", "max_outer"),
     ("task=colect_wood", "collect_wood"),
     ("nonsense=1", "unknown config key"),
+    ("eval_marks=[0,1000]", "eval_marks"),
+    ("eval_marks=[5e4,1e5x]", "eval_marks"),
+    ("train.marks=[-1]", "marks must be > 0"),
 ])
 def test_bad_values_fail_with_the_key(override: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):

@@ -20,12 +20,12 @@ from loop_helpers import (
     write_step,
 )
 
+from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
-from rlgpt.run import layout, rundir
 from rlgpt.run.loop import feedback_text
 from rlgpt.run.runner import run
 
@@ -165,7 +165,8 @@ def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Pat
     runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     logged = next(runs[0].glob("*.wandb")).read_bytes()
-    for key in (b"eval/success_rate", b"train/steps", b"llm/cache_hits", b"code-run"):
+    for key in (b"eval/success_rate", b"train/steps", b"llm/cache_hits", b"code-run", b"budget/steps_train",
+                b"budget/total_steps_eval"):
         assert key in logged, key
 
 
@@ -218,7 +219,7 @@ def test_raw_control_characters_inside_json_strings_are_accepted(tmp_path: Path)
 def test_a_run_dir_in_use_is_one_error_line_and_a_killed_holder_leaves_no_lock(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    holder_code = ("import sys; from pathlib import Path; from rlgpt.run import layout, rundir\n"
+    holder_code = ("import sys; from pathlib import Path; from rlgpt import layout, rundir\n"
                    "with rundir.locked_run_dir(Path(sys.argv[1]), layout.RUN_LOCK):\n"
                    "    print('held', flush=True); sys.stdin.read()\n")
     holder = subprocess.Popen([sys.executable, "-c", holder_code, str(run_dir)], stdin=subprocess.PIPE,

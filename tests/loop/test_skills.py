@@ -120,8 +120,10 @@ def test_chain_start_pool_keeps_states_where_every_skill_reached_its_goal(tmp_pa
 
     torch.manual_seed(0)  # the policy samples its actions
     wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)
-    found = chain_start_pool([wood], size=2, max_steps=1000, seed=0, max_episodes=10)
-    assert 1 <= found["reached"] == len(found["states"]) <= 2 and found["episodes"] <= 10
+    # A 2,048-step policy is weak and varies run to run (Sample Factory is asynchronous): 10 episodes once
+    # found no wood; 40 bound the test without depending on how well this training went.
+    found = chain_start_pool([wood], size=2, max_steps=1000, seed=0, max_episodes=40)
+    assert 1 <= found["reached"] == len(found["states"]) <= 2 and found["episodes"] <= 40
     assert found["steps"] >= found["episodes"]  # every step played is counted
     for state in found["states"]:
         assert state.player.achievements["collect_wood"] > 0 and state.player.health > 0

@@ -18,8 +18,9 @@ from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.runtime import run_macro
 
 SEEDS = range(30)
-# collect iron / diamond are below the bar (deaths to the night's zombies and skeletons' arrows, ore out of
-# sight; bench/RESULTS.md): held at the level reached instead (test_iron_and_diamond_do_not_fall_back).
+# collect iron / diamond are below the bar (over 200 seeds 0.84-0.89 iron, 0.69-0.73 diamond; the failures
+# are deaths at night, to zombies on grass and skeletons' arrows in tunnels, and ore not found in 300 steps;
+# bench/RESULTS.md): held at the level reached instead (test_iron_and_diamond_do_not_fall_back).
 BELOW_BAR = {"collect iron", "collect diamond", "collect iron (wood and stone pickaxes)",
              "collect diamond (all pickaxes)"}
 
@@ -113,9 +114,9 @@ def test_a_repeated_keyword_argument_is_a_syntax_diagnostic_not_too_complex() ->
     assert caught.value.diagnostics[0].kind == "syntax" and "repeated" in caught.value.diagnostics[0].message
 
 
-def _walled_in_iron(env: CrafterEnv, seed: int) -> tuple[int, int]:
-    """A stone block around the player with iron three tiles right, water on the straight line to it and
-    lava below that line: the iron is reached only by digging around both. Returns the iron tile."""
+def _fill_view(env: CrafterEnv, seed: int, material: str):
+    """Reset to `seed`, remove every creature in the player's view and make every tile of it but the
+    player's own `material`; returns the world, the player and its tile."""
     env.reset(seed=seed)
     world, player = env.crafter._world, env.crafter._player
     px, py = (int(v) for v in player.pos)
@@ -125,7 +126,14 @@ def _walled_in_iron(env: CrafterEnv, seed: int) -> tuple[int, int]:
     for x in range(px - 6, px + 7):
         for y in range(py - 5, py + 6):
             if (x, y) != (px, py):
-                world[(x, y)] = "stone"
+                world[(x, y)] = material
+    return world, player, (px, py)
+
+
+def _walled_in_iron(env: CrafterEnv, seed: int) -> tuple[int, int]:
+    """A stone block around the player with iron three tiles right, water on the straight line to it and
+    lava below that line: the iron is reached only by digging around both. Returns the iron tile."""
+    world, player, (px, py) = _fill_view(env, seed, "stone")
     world[(px, py)] = "path"
     world[(px + 1, py)] = world[(px + 2, py)] = "water"
     world[(px + 1, py + 1)] = world[(px + 2, py + 1)] = "lava"
@@ -149,17 +157,92 @@ def test_collect_digs_around_water_and_lava_to_a_walled_in_ore(seed, env) -> Non
     assert env.crafter._world[iron][0] == "path" and game.health > 0
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_collect_makes_a_wood_pickaxe_before_digging_when_only_the_ore_s_pickaxe_is_held(seed, env) -> None:
+    # crafter digs stone only with the wood pickaxe: a player holding just the stone pickaxe could not dig
+    # to the walled-in iron at all. With a wood and a table beside it, the wood pickaxe comes first.
+    iron = _walled_in_iron(env, seed)
+    world, player = env.crafter._world, env.crafter._player
+    player.inventory["wood_pickaxe"], player.inventory["wood"] = 0, 1
+    px, py = (int(v) for v in player.pos)
+    world[(px - 1, py)] = "table"
+    code = ('def m(game):\n    ok = yield from game.collect("iron", max_steps=40)\n'
+            '    yield "noop" if ok else "do"\n')
+    game = GameAPI(env.crafter, random.Random(seed))
+    result = run_macro(env, compile_macro(MacroSource("m", code)), game, gamma=1.0, max_steps=50)
+    assert result.outcome == "success"
+    assert game.achievements["make_wood_pickaxe"] == 1 and game.achievements["collect_iron"] == 1
+    assert world[iron][0] == "path"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_walk_to_keeps_to_a_target_its_way_takes_out_of_view(seed, env) -> None:
+    # Iron at the view's right edge behind a pool, whose only way round starts to the left: the first step
+    # takes the iron out of view. Measured: the walk dropped it, explored back right until it was in view,
+    # turned left again, and went back and forth (most of the failed iron and diamond calls); the way over
+    # the tiles seen earlier in the call goes on round the pool.
+    world, player, (px, py) = _fill_view(env, seed, "path")
+    for x in range(px - 2, px + 5):
+        world[(x, py + 1)] = "water"
+    world[(px + 4, py + 2)] = "iron"
+    code = ('def m(game):\n    ok = yield from game.walk_to("iron", max_steps=30)\n'
+            '    yield "noop" if ok else "do"\n')
+    game = GameAPI(env.crafter, random.Random(seed))
+    result = run_macro(env, compile_macro(MacroSource("m", code)), game, gamma=1.0, max_steps=40)
+    assert result.outcome == "success" and game.is_facing((px + 4, py + 2))
+    assert result.steps <= 12  # 3 left, 2 down, 6 right, 1 noop
+
+
 def test_iron_and_diamond_do_not_fall_back(env) -> None:
-    # Below the 0.9 bar (bench/RESULTS.md: deaths to the night's zombies and skeletons' arrows, ore out of
-    # sight) but held at the level the explorer reached, so a change that loses ground fails here.
+    # Below the 0.9 bar (bench/RESULTS.md: deaths at night to zombies and skeletons' arrows, ore not found)
+    # but held at the level reached, so a change that loses ground fails here. Here (seeds 0-29): 21/24,
+    # 7/11, 21/24, 10/11 with the walk's memory of the tiles seen (19/24, 8/11, 20/24, 10/11 before it).
     rows = {s.name: s for s in SCENARIOS if s.name in BELOW_BAR}
+    # With only the ore's pickaxe, the wood pickaxe that digs stone is made first (0.58 -> 0.82 iron, 0.36
+    # -> 0.69 diamond over 100 seeds).
     reached, counted = run_scenario(rows["collect iron"], SEEDS, env)
-    assert counted >= 20 and reached / counted >= 0.35, f"collect iron: {reached}/{counted}"
+    assert counted >= 20 and reached / counted >= 0.8, f"collect iron: {reached}/{counted}"
     reached, counted = run_scenario(rows["collect diamond"], SEEDS, env)
-    assert counted >= 8 and reached >= 3, f"collect diamond: {reached}/{counted}"
+    assert counted >= 8 and reached / counted >= 0.6, f"collect diamond: {reached}/{counted}"
     # With the wood pickaxe a chain keeps, the explorer digs into the mountain (0.80 -> 0.89 iron, 0.52 ->
     # 0.69 diamond over 100 seeds against the straight digger and the kept heading).
     reached, counted = run_scenario(rows["collect iron (wood and stone pickaxes)"], SEEDS, env)
-    assert counted >= 20 and reached / counted >= 0.7, f"collect iron with pickaxes: {reached}/{counted}"
+    assert counted >= 20 and reached / counted >= 0.8, f"collect iron with pickaxes: {reached}/{counted}"
     reached, counted = run_scenario(rows["collect diamond (all pickaxes)"], SEEDS, env)
     assert counted >= 8 and reached / counted >= 0.7, f"collect diamond with pickaxes: {reached}/{counted}"
+
+
+def _facing_grass_under_a_cow(env: CrafterEnv, seed: int) -> None:
+    """Sand all around the player except the faced tile: grass with a cow standing on it."""
+    from crafter import objects
+
+    world, player, (px, py) = _fill_view(env, seed, "sand")
+    player.facing = (1, 0)
+    world[(px + 1, py)] = "grass"
+    world.add(objects.Cow(world, (px + 1, py)))
+
+
+CALLS = ['game.collect("sapling", max_steps=30)', 'game.walk_to("grass", max_steps=30)']
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_faced_material_under_a_creature_costs_steps_and_never_spins(call, env) -> None:
+    # Seen in a training: `do` on grass with a cow on it hits the cow, so collect asked walk_to again, which
+    # found itself facing the grass at once and returned without a step: an endless loop in trusted code that
+    # hung the env worker. Every round must take a step; the call ends within its bound.
+    import signal
+
+    def hung(*_: object) -> None:
+        raise AssertionError(f"{call} took no step for 30 s")
+
+    _facing_grass_under_a_cow(env, 0)
+    macro = compile_macro(MacroSource("m", f"def m(game):\n    ok = yield from {call}\n    yield 'noop'\n"))
+    game = GameAPI(env.crafter, random.Random(0))
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        result = run_macro(env, macro, game, gamma=1.0, max_steps=MAX_STEPS)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert result.outcome == "success" and result.steps <= 31

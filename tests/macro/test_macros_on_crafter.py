@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import gymnasium
 import pytest
+from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.diagnostics import RUNTIME_FAILURE_KINDS, MacroCompileError
 from rlgpt.macro.runtime import MacroActionWrapper
 
-COLLECT_WOOD = '''
-def collect_wood(game):
-    """Walk to the nearest visible tree and hit it until one more wood is in the inventory."""
-    start = game.inventory["wood"]
-    while game.inventory["wood"] <= start:
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            step = game.step_toward(tree)
-            yield step if step is not None else game.random_move()
-'''
+COLLECT_WOOD = chop_source("collect_wood")  # walks to the nearest visible tree, hits it until one more wood
 
 PLACE_TABLE = '''
 def gather(game, amount):

@@ -5,23 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import MATERIALS, CrafterEnv
 from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.probe import TRACE_STEPS, Goal, probe_macro
 
-CHOP = """
-def chop(game):
-    start = game.inventory["wood"]
-    while game.inventory["wood"] <= start:
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            yield game.step_toward(tree)
-"""
+CHOP = chop_source()
 
 
 @pytest.fixture(scope="module")

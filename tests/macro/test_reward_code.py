@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.envs.tasks import make_task_env
@@ -22,17 +23,7 @@ def reward(game, prev):
     return 1.0 * gained + near
 """
 
-CHOP = """
-def chop(game):
-    while game.inventory["wood"] < 1:
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            yield game.step_toward(tree)
-"""
+CHOP = chop_source()
 
 
 @pytest.mark.parametrize(("code", "message"), [

@@ -30,6 +30,7 @@ def test_overrides_are_typed_and_nested(tmp_path):
         ("steps=1.5", "steps: expected an integer"),
         ("steps=-5", "steps must be > 0"),
         ("ppo.gamma=1.5", "ppo.gamma must be in (0, 1]"),
+        ("stop_at_success=1.5", "stop_at_success must be in [0, 1]"),
         ("env.obs_mode=rgb", "env.obs_mode must be 'symbolic' or 'pixels'"),
         ("env.num_envs_per_worker=3", "multiple of env.worker_num_splits"),
         ("wandb=maybe", "wandb: expected true/false"),

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from rlgpt import layout
 from rlgpt.config import builtin_config_path, load_config, load_run_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.evaluate import evaluate
 from rlgpt.rl.score import crafter_score, percent_rates
 from rlgpt.rl.train import train
-from rlgpt.run import layout
 from rlgpt.run.records import result_record
 from rlgpt.run.report import write_report
 
@@ -42,7 +42,7 @@ def test_training_on_crafters_reward_then_evaluation_reports_the_score(crafter_r
     assert (crafter_run.run_dir / layout.EVAL_DIR / layout.EVAL_CRAFTER_PNG).stat().st_size > 5000
 
     run_cfg = load_run_config(None, ["task=crafter", "mode=ppo"])
-    summary = result_record(run_cfg, "crafter", "ppo", 3000, crafter_run.env_steps,
+    summary = result_record(run_cfg, "crafter", "ppo", 3000, {"train": crafter_run.env_steps},
                             dataclasses.asdict(report), [])
     other = dict(summary, seed=1, achievement_success=dict.fromkeys(ACHIEVEMENTS, 0.0))
     dirs = []

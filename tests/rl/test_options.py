@@ -70,3 +70,64 @@ def test_a_training_chooses_a_stored_policy_as_an_option(tmp_path, wood_policy) 
     report = evaluate(result.run_dir, episodes=2)
     assert report.option_stats["collect_wood"]["calls"] > 0
     assert report.option_stats["collect_wood"]["steps"] >= report.option_stats["collect_wood"]["calls"]
+
+
+def option_chain(policy_dir, root, links: int) -> list:
+    """`links` policy directories shaped like a planner chain's later links without training them: link i
+    is `policy_dir`'s network with the links before it as options (its config's ``rlgpt_options``, its
+    action head grown by one row per option, biased so that the options are chosen often)."""
+    import json
+    import shutil
+
+    from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
+
+    dirs = []
+    for i in range(links):
+        link = root / f"link{i}"
+        shutil.copytree(policy_dir, link)
+        config = json.loads((link / "config.json").read_text())
+        config["rlgpt_options"] = ",".join(str(d) for d in dirs)
+        (link / "config.json").write_text(json.dumps(config))
+        path = latest_checkpoint(link)
+        checkpoint = load_checkpoint(path)
+        model = checkpoint["model"]
+        head = "action_parameterization.distribution_linear"
+        weight, bias = model[f"{head}.weight"], model[f"{head}.bias"]
+        model[f"{head}.weight"] = torch.cat([weight, weight[:1].repeat(i, 1)])
+        model[f"{head}.bias"] = torch.cat([bias, torch.full((i,), 3.0)])
+        torch.save(checkpoint, path)
+        dirs.append(link)
+    return dirs
+
+
+def test_a_chain_of_options_loads_each_policy_once_per_process_and_wraps_it_once_per_game(
+        tmp_path, wood_policy, monkeypatch) -> None:
+    """Link k of a chain offers links 0..k-1, whose configs offer the links before them again. Loaded per
+    mention that is 2^(k-1) networks and wrapper stacks for each env (the env workers of a diamond chain's
+    fifth link ran out of memory building them); shared, it is one per earlier link."""
+    from rlgpt.rl.stored_policy import option_policies
+    from rlgpt.rl.wrappers import wrap_task_env
+
+    links = option_chain(wood_policy, tmp_path, 6)
+    wraps = []
+    original = StoredPolicy.wrap
+    monkeypatch.setattr(StoredPolicy, "wrap",
+                        lambda self, env: wraps.append(self.cfg.rlgpt_options) or original(self, env))
+    top = StoredPolicy(links[-1])
+    assert top.cfg.rlgpt_options.count(",") == 4
+    options = option_policies(top.cfg)
+    games = [wrap_task_env(make_task_env("collect_wood", episode_length=200), top.cfg, options=options)
+             for _ in range(2)]
+    # Once per earlier link and game (link i is the one offering i options).
+    assert sorted(wraps) == sorted([",".join(map(str, links[:i])) for i in range(5)] * 2)
+    assert len({id(p.model) for p in option_policies(top.cfg)}) == 5 and option_policies(top.cfg) == options
+    # The nested options still play: the deepest link's option runs links that call their own options.
+    torch.manual_seed(0)
+    env = games[0]
+    assert env.action_space.n == 17 + 5
+    env.reset(seed=0)
+    for _ in range(5):
+        obs, _, terminated, truncated, info = env.step(17 + 4)
+        assert set(obs) == set(env.observation_space.spaces) and info["option"]["steps"] >= 1
+        if terminated or truncated:
+            break

@@ -76,3 +76,14 @@ def test_iteration_budget_is_one_definition(mode, trainings):
     assert cfg.steps_per_iteration == cfg.iteration_budget(cfg.steps) == 60_000 // trainings
     assert cfg.iteration_budget(30_000) == 30_000 // trainings  # a planner subtask's share of the budget
     assert dataclasses.replace(cfg, steps=1).steps_per_iteration == (1 if mode == "ppo" else 0)
+
+
+def test_probe_worlds_follow_the_run_seed(tmp_path):
+    worlds = [run_config(tmp_path, s, "agents.probe_seeds=[0, 1, 2]").agents.probe_episode_seeds
+              for s in range(3)]
+    assert worlds[0] == (0, 1, 2)  # seed 0 probes the configured worlds (recorded runs keep their probes)
+    assert all(not set(a) & set(b) for i, a in enumerate(worlds) for b in worlds[i + 1:])
+    assert worlds[2] == tuple(2 * SEED_STRIDE + s for s in (0, 1, 2))
+    valid = run_config(tmp_path, 2)
+    assert validate_run(valid).agents.probe_episode_seeds == valid.agents.probe_episode_seeds  # idempotent
+    assert run_config(tmp_path, 2, "agents.probe_seed_offset=5").agents.probe_episode_seeds == (5, 6, 7)

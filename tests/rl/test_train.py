@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
+from rlgpt import layout, rundir
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate, plot_learning_curves
 from rlgpt.rl.train import train
 from rlgpt.rl.wrappers import episode_stats
-from rlgpt.run import layout, rundir
 from rlgpt.tracking import read_metrics
 
 pytestmark = pytest.mark.slow

@@ -49,9 +49,10 @@ def test_macro_run_in_sf_workers(tmp_path):
 
 def test_stop_at_success_ends_the_run_at_the_first_full_window_past_it(tmp_path):
     cfg = load_config(
-        builtin_config_path("smoke.yaml"), [f"run_dir={tmp_path / 'run'}", "steps=200000", "eval_episodes=0"]
+        builtin_config_path("smoke.yaml"),
+        [f"run_dir={tmp_path / 'run'}", "steps=200000", "eval_episodes=0", "stop_at_success=0.3"],
     )
-    result = train(cfg, stop_at_success=0.3)
+    result = train(cfg)
     rows = read_metrics(result.run_dir / "metrics.csv")
     assert result.status == 0 and result.env_steps < 200000
     # The row that reached it is the last (or the one before the end-of-training row).

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import gymnasium
@@ -291,3 +292,66 @@ def test_stop_grace_config_knob():
     assert load_config(None, []).stop_grace_sec == 45
     with pytest.raises(ConfigError, match="stop_grace_sec"):
         load_config(None, ["stop_grace_sec=0"])
+
+
+HUNG_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from rlgpt.rl.workers import MacroMarker
+    marker = MacroMarker(sys.argv[1])
+    marker.running(MacroMarker.encode(sys.argv[2]))
+    print("running", flush=True)
+    while True:  # a macro call that never returns and takes no game step
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.mark.parametrize("macro", ["spin", ""])
+def test_the_watch_kills_a_worker_whose_macro_call_hangs_and_names_it(tmp_path, macro):
+    # A real child process marks a macro call running and never ends it; the trainer's real watch (on a real
+    # signal-slot event loop) kills it after `hang_s` and stops the run naming the macro. A worker running
+    # no macro (idle marker) is never killed, however long it runs.
+    from types import SimpleNamespace
+
+    from signal_slot.signal_slot import EventLoop
+
+    from rlgpt.rl.workers import WorkerWatch, markers_dir
+
+    markers_dir(tmp_path).mkdir(parents=True)
+    marker = markers_dir(tmp_path) / "pending"
+    child = subprocess.Popen([sys.executable, "-c", HUNG_WORKER, str(marker), macro], stdout=subprocess.PIPE,
+                             text=True, env=ENV)
+    try:
+        assert child.stdout.readline().strip() == "running"
+        if not macro:
+            MacroMarker(marker).idle()
+        marker.rename(markers_dir(tmp_path) / str(child.pid))
+        proc = SimpleNamespace(pid=child.pid, name="rollout_proc0", is_alive=lambda: child.poll() is None,
+                               exitcode=None)
+        stopped = []
+        runner = SimpleNamespace(event_loop=EventLoop("test"), timers=[], stopped=False, processes=[proc],
+                                 _stop_training=lambda failed: stopped.append(failed))
+        watch = WorkerWatch(runner, tmp_path, hang_s=0.3)
+        # Until the watch records a death; an idle worker is watched for 2 s (several times hang_s).
+        start = time.monotonic()
+        while watch.death is None and time.monotonic() - start < (120 if macro else 2):
+            proc.exitcode = child.poll()
+            watch.check()
+            time.sleep(0.05)
+        if not macro:
+            assert child.poll() is None and watch.death is None and not watch.hung
+            return
+        assert watch.death is not None and stopped == [True]
+        assert watch.death.exitcode == -signal.SIGKILL and watch.death.hung_s >= 0.3
+        text = watch.death.describe(tmp_path)
+        assert "killed as hung" in text and "'spin'" in text
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_hang_seconds_config_knob():
+    assert load_config(None, ["macros.hang_seconds=0"]).macros.hang_seconds == 0
+    with pytest.raises(ConfigError, match="hang_seconds"):
+        load_config(None, ["macros.hang_seconds=-1"])

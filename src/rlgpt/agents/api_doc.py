@@ -12,7 +12,7 @@ from typing import Any
 from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS
 from rlgpt.macro import control
 from rlgpt.macro.api import API_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI
-from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES
+from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES
 from rlgpt.macro.validate import SAFE_METHODS
 
 API_LEVELS = ("basic", "skills")

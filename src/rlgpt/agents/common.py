@@ -5,25 +5,66 @@ from __future__ import annotations
 from functools import cache
 
 from rlgpt.agents.api_doc import api_reference
-from rlgpt.agents.envdoc import crafter_rules, requirement_lines
+from rlgpt.agents.envdoc import actions_only, crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
+from rlgpt.config import ENV_DOC_LEVELS
+
+
+def check_env_doc(env_doc: str) -> None:
+    """Raise ValueError for an `AgentConfig.env_doc` level that does not exist (the config says so first;
+    this guards direct callers)."""
+    if env_doc not in ENV_DOC_LEVELS:
+        raise ValueError(f"env_doc must be one of {ENV_DOC_LEVELS}, got {env_doc!r}")
 
 
 @cache
-def documentation(api: str = "skills") -> dict[str, str]:
-    """The prompt values every role shares: ``env_rules`` (crafter's rules) and ``macro_api`` (at API level
-    `api`, one of `rlgpt.agents.api_doc.API_LEVELS`).
+def documentation(api: str = "skills", env_doc: str = "full") -> dict[str, str]:
+    """The prompt values every role shares: ``env_rules`` (crafter's rules; at `env_doc` ``none`` only the
+    action list, `actions_only`) and ``macro_api`` (at API level `api`, one of
+    `rlgpt.agents.api_doc.API_LEVELS`).
 
     Every template starts with these (rules first, then the API), so consecutive calls of different roles
     share a long prompt prefix that llama.cpp does not evaluate again.
     """
-    return {"env_rules": crafter_rules(), "macro_api": api_reference(api)}
+    check_env_doc(env_doc)
+    rules = actions_only() if env_doc == "none" else crafter_rules()
+    return {"env_rules": rules, "macro_api": api_reference(api)}
 
 
-def describe_task(task: str) -> str:
-    """A task name ("collect_wood", "a+b") as an instruction, followed by what it takes from the recipes
-    (`requirement_lines`: prerequisites in order, materials consumed). The Crafter benchmark task
-    (`rlgpt.envs.tasks.BENCHMARK_TASK`) is "unlock as many achievements as you can"."""
+SLOW_EXAMPLE_CHAIN = " (1. collect_sapling (1 sapling needed in total),\n2. place_plant)"
+"""The slow example's task with its prerequisite chain, as `describe_task` states it at ``full``."""
+
+
+def knowledge_values(template: str, env_doc: str = "full", examples: bool = True) -> dict[str, str]:
+    """The values of `template`'s optional parts at a prompt-knowledge level (`AgentConfig.env_doc`,
+    `AgentConfig.examples`): "" for a part left out. At ``full`` with examples the prompts are what they
+    were before these knobs existed (the same text, so recorded replies still answer them).
+
+    - ``slow``: ``world_note`` (a rule: stations do not exist until placed; not at ``none``),
+      ``chain_guide`` (follow the task's computed prerequisite chain; ``full`` only) and ``examples`` (the
+      example decomposition; its task's chain is shown at ``full`` only);
+    - ``fast`` and ``fast_reward``: ``examples`` (the example macros; the example reward).
+    """
+    from rlgpt import prompts
+
+    check_env_doc(env_doc)
+    if template == "slow":
+        chain = SLOW_EXAMPLE_CHAIN if env_doc == "full" else ""
+        return {"world_note": prompts.part("slow.world_note") + " " if env_doc != "none" else "",
+                "chain_guide": "\n\n" + prompts.part("slow.chain_guide") if env_doc == "full" else "",
+                "examples": "\n\n" + prompts.part("slow.examples", chain=chain) if examples else ""}
+    if template == "fast":
+        return {"examples": "\n\n" + prompts.part("fast.examples") if examples else ""}
+    if template == "fast_reward":
+        return {"examples": " Example:\n" + prompts.part("fast_reward.examples") if examples else ""}
+    return {}
+
+
+def describe_task(task: str, env_doc: str = "full") -> str:
+    """A task name ("collect_wood", "a+b") as an instruction, followed (at `env_doc` ``full`` only) by what
+    it takes from the recipes (`requirement_lines`: prerequisites in order, materials consumed). The
+    Crafter benchmark task (`rlgpt.envs.tasks.BENCHMARK_TASK`) is "unlock as many achievements as you
+    can" with the achievements' names (its definition, at every level)."""
     from rlgpt.envs.tasks import ACHIEVEMENTS, BENCHMARK_TASK
 
     if task.strip() == BENCHMARK_TASK:
@@ -37,6 +78,9 @@ def describe_task(task: str) -> str:
         goal = f"unlock the achievement {targets[0]} (in one episode)"
     else:
         goal = f"unlock all of these achievements in one episode: {', '.join(targets)}"
+    check_env_doc(env_doc)
+    if env_doc != "full":
+        return goal
     return f"{goal}\nWhat it takes, from the recipes above:\n{requirement_lines(targets)}"
 
 

@@ -95,7 +95,8 @@ class Critic:
         limit = self.config.critic_max_chars
         probe_text = "\n".join(p.render() for p in probes) or "(no macros probed)"
         return RolePrompt(ROLE, {
-            **documentation(), "task": describe_task(task), "iteration": str(iteration),
+            **documentation(env_doc=self.config.env_doc), "task": describe_task(task, self.config.env_doc),
+            "iteration": str(iteration),
             "decomposition": render_decomposition(decomposition),
             "probes": bounded(probe_text, int(limit * 0.40)),
             "eval_report": bounded(render_eval(evaluation), int(limit * 0.35)),

@@ -103,6 +103,14 @@ def crafter_rules() -> str:
     return "\n".join(lines)
 
 
+@cache
+def actions_only() -> str:
+    """The ``env_rules`` of `AgentConfig.env_doc` ``none``: the game's name and its action list, nothing of
+    its rules (the prompt-knowledge ablation)."""
+    return ("The game is Crafter; its rules are not documented here.\n"
+            f"Actions (one per step): {', '.join(constants.actions)}.")
+
+
 def achievement_requirements() -> dict[str, frozenset[str]]:
     """Achievements that must come first for each achievement, from crafter's recipes.
 

@@ -22,6 +22,7 @@ from rlgpt.agents.common import (
     degradable,
     describe_task,
     documentation,
+    knowledge_values,
     note_fallback,
     render_decomposition,
 )
@@ -32,14 +33,14 @@ from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
+from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import CodeSkill, link_skills
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.control import goal_macro_code
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
-from rlgpt.macro.probe import Goal, ProbeReport, probe_macro
+from rlgpt.macro.probe import Goal, ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
-from rlgpt.macro.sandbox import MacroLimits
 
 ROLE = "fast"
 """Accounting role of every fast-agent call (`llm/fast/*`)."""
@@ -118,13 +119,25 @@ class FastResult:
     """The model's structured setup reply (or the defaults, see `setup_error`)."""
     setup_error: str = ""
     """Why the setup is `FastSetup.default` (the model's reply never validated); "" = the model's."""
+    reward_check_steps: int = 0
+    """Primitive env steps the reward's dry runs played (every attempt's)."""
+
+    @property
+    def steps_by_kind(self) -> dict[str, int]:
+        """The env steps this pass played: every candidate's probe and the reward's dry runs."""
+        return {"probe": probe_steps(self.macros), "reward_check": self.reward_check_steps}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for the run directory)."""
         return {"reply": self.reply.to_dict(), "macros": [m.to_dict() for m in self.macros],
                 "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts]},
-                "setup": self.setup.to_dict(),
+                "setup": self.setup.to_dict(), "steps_by_kind": self.steps_by_kind,
                 **({"fallback": "setup_defaults", "error": self.setup_error} if self.setup_error else {})}
+
+
+def probe_steps(choices: list[MacroChoice]) -> int:
+    """Primitive env steps the probes of every candidate of `choices` played (kept or not)."""
+    return sum(c.probe.env_steps for choice in choices for c in choice.candidates if c.probe is not None)
 
 
 def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
@@ -185,18 +198,21 @@ def counters(game: GameAPI) -> tuple[tuple[str, int], ...]:
     return (*sorted(game.inventory.items()), *sorted(game.achievements.items()))
 
 
-def dry_run_reward(env: CrafterEnv, compiled: CompiledFunction, steps: int, seed: int) -> Diagnostic | None:
+def dry_run_reward(env: CrafterEnv, compiled: CompiledFunction, steps: int,
+                   seed: int) -> tuple[Diagnostic | None, int]:
     """Run a compiled reward for up to `steps` random steps on `env`: its first runtime diagnostic, a
-    ``reward_level`` diagnostic when it pays for sitting in a state, or None."""
+    ``reward_level`` diagnostic when it pays for sitting in a state, or None; and the steps played."""
     wrapped = DenseRewardWrapper(env, compiled, seed=seed)
     wrapped.reset(seed=seed)
     moves = random.Random(seed)
     steady = paid = 0  # steps where no counter changed, and those of them the reward paid on
+    played = 0
     for _ in range(steps):
         before = counters(wrapped.game)
         _, _, terminated, truncated, info = wrapped.step(moves.randrange(len(ACTION_NAMES)))
+        played += 1
         if wrapped.diagnostics:
-            return wrapped.diagnostics[0]
+            return wrapped.diagnostics[0], played
         if counters(wrapped.game) == before:
             steady += 1
             paid += info["dense_reward"] != 0.0
@@ -208,8 +224,8 @@ def dry_run_reward(env: CrafterEnv, compiled: CompiledFunction, steps: int, seed
         return Diagnostic(
             "reward_level", f"the reward was nonzero on {paid} of {steady} dry-run steps where no "
             f"inventory or achievement count changed; return a value only when something changed "
-            f"(game minus prev), 0 otherwise")
-    return None
+            f"(game minus prev), 0 otherwise"), played
+    return None, played
 
 
 class FastAgent:
@@ -229,6 +245,9 @@ class FastAgent:
         self.code_skills: dict[str, CodeSkill] = {}
         """Stored macros later macros may call (``yield from skills.<name>(game)``): listed in the prompt,
         linked in at compile time (`rlgpt.macro.code_skills`). The planner sets the chain's so far."""
+        self.reward_check_steps = 0
+        """Primitive env steps every reward dry run of this agent played so far (`FastResult` takes the
+        part of one `run`)."""
 
     @property
     def env(self) -> CrafterEnv:
@@ -246,9 +265,12 @@ class FastAgent:
     def macro_messages(self, task: str, sub: SubAction, feedback: str = "none") -> list[dict[str, str]]:
         """The prompt asking for sub-action `sub`'s macro, fitted to the context (feedback and the stored
         skills are cut first)."""
-        prompt = RolePrompt("fast", {**documentation(self.config.api), "task": describe_task(task),
+        cfg = self.config
+        prompt = RolePrompt("fast", {**documentation(cfg.api, cfg.env_doc),
+                                     "task": describe_task(task, cfg.env_doc),
                                      "name": sub.name, "description": sub.description, "goal": goal_text(sub),
-                                     "feedback": feedback or "none", "skills": self.skills_text()})
+                                     "feedback": feedback or "none", "skills": self.skills_text(),
+                                     **knowledge_values("fast", cfg.env_doc, cfg.examples)})
         return fit(prompt, self.client, self.config.code_max_tokens)
 
     def skills_text(self) -> str:
@@ -270,14 +292,17 @@ class FastAgent:
         cfg = self.config
         # Generated code never runs in the loop's own process: a probe that dies, or runs out of memory or
         # time, is a failed report the critic and the repair loop see, not the end of the run.
+        seeds = cfg.probe_episode_seeds
         probe = functools.partial(
-            probe_macro, seeds=cfg.probe_seeds, calls_per_episode=cfg.probe_calls_per_episode,
+            probe_macro, seeds=seeds, calls_per_episode=cfg.probe_calls_per_episode,
             warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps, goal=goal or None,
             env=self.env, setup=setup)
         contained = run_contained(probe, compiled, limits=self.contain)
         if contained.diagnostic is not None:
-            return ProbeReport.failed(compiled.name, goal or None, cfg.probe_seeds[0], contained.diagnostic,
-                                      tuple(m.name for m in setup))
+            bound = probe_step_bound(len(seeds), cfg.probe_calls_per_episode, cfg.probe_warmup_steps,
+                                     cfg.probe_max_steps, len(setup))
+            return ProbeReport.failed(compiled.name, goal or None, seeds[0], contained.diagnostic,
+                                      tuple(m.name for m in setup), bound)
         return contained.value
 
     def _candidate(self, index: int, messages: list[dict[str, str]], sub: SubAction,
@@ -354,42 +379,66 @@ class FastAgent:
             # In a contained child, like probes: a reward that kills its process is a diagnostic to repair.
             contained = run_contained(dry_run_reward, self.env, compiled, steps, self.config.seed,
                                       limits=self.contain)
-            diagnostic = contained.diagnostic or contained.value
+            # A dry run whose process failed counts its bound: how far it got is unknown.
+            diagnostic, played = ((contained.diagnostic, steps) if contained.diagnostic is not None
+                                 else contained.value)
+            self.reward_check_steps += played
             if diagnostic is not None:
                 raise MacroCompileError(REWARD_ENTRY, (diagnostic,))
         return compiled
 
 
+    def reward_prompt(self, task: str, decomposition: Decomposition | None,
+                      feedback: str = "none") -> RolePrompt:
+        """The prompt values asking for the dense reward."""
+        cfg = self.config
+        return RolePrompt("fast_reward", {
+            **documentation(cfg.api, cfg.env_doc), "task": describe_task(task, cfg.env_doc),
+            "decomposition": render_decomposition(decomposition), "feedback": feedback or "none",
+            **knowledge_values("fast_reward", cfg.env_doc, cfg.examples)})
+
     def write_reward(self, task: str, decomposition: Decomposition | None,
                      feedback: str = "none") -> CodeResult:
         """Ask for ``def reward(game, prev)``; compile, dry-run and repair it."""
-        messages = fit(RolePrompt("fast_reward", {
-            **documentation(self.config.api), "task": describe_task(task),
-            "decomposition": render_decomposition(decomposition), "feedback": feedback or "none"}),
-            self.client, self.config.code_max_tokens)
+        messages = fit(self.reward_prompt(task, decomposition, feedback), self.client,
+                       self.config.code_max_tokens)
         return write_code(self.client, ROLE, messages, REWARD_ENTRY, self.check_reward,
                           sampling=self._sampling(0), retries=self.config.repair_retries,
                           repair_hint=REWARD_REPAIR_HINT)
 
     # -- setup -------------------------------------------------------------------------------------
 
-    def write_setup(self, task: str, decomposition: Decomposition | None, macro_names: list[str],
-                    feedback: str = "none") -> FastSetup:
-        """Ask for horizon, observation parts and macros (a small JSON schema, names limited to those
-        offered)."""
+    @staticmethod
+    def setup_schema(macro_names: list[str]) -> dict[str, Any]:
+        """The setup reply's JSON schema, macro names limited to `macro_names`."""
         schema = prompts.schema_for_role("fast_setup")
         macros = schema["properties"]["macros"]
         if macro_names:
             macros["items"] = {"type": "string", "enum": list(macro_names)}
         else:
             macros["maxItems"] = 0
-        env_rules = documentation()["env_rules"]
-        prompt = RolePrompt("fast_setup", {
-            "env_rules": env_rules, "task": describe_task(task),
+        return schema
+
+    def setup_prompt(self, task: str, decomposition: Decomposition | None, macro_names: list[str],
+                     feedback: str = "none") -> RolePrompt:
+        """The prompt values asking for the RL setup."""
+        env_doc = self.config.env_doc
+        return RolePrompt("fast_setup", {
+            "env_rules": documentation(env_doc=env_doc)["env_rules"], "task": describe_task(task, env_doc),
             "decomposition": render_decomposition(decomposition),
             "macros": ", ".join(macro_names) or "(none)", "feedback": feedback or "none"})
-        sampling = SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens,
-                                  seed=self.config.seed)
+
+    def setup_sampling(self) -> SamplingParams:
+        """The setup request's sampling (greedy, the agent's seed)."""
+        return SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens, seed=self.config.seed)
+
+    def write_setup(self, task: str, decomposition: Decomposition | None, macro_names: list[str],
+                    feedback: str = "none") -> FastSetup:
+        """Ask for horizon, observation parts and macros (a small JSON schema, names limited to those
+        offered)."""
+        schema = self.setup_schema(macro_names)
+        prompt = self.setup_prompt(task, decomposition, macro_names, feedback)
+        sampling = self.setup_sampling()
         data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
                           lambda messages: self.client.structured(ROLE, messages, schema, sampling=sampling))
         return FastSetup.from_dict(data)
@@ -427,6 +476,7 @@ class FastAgent:
             if choice.best is not None:
                 setup = (*setup, choice.best.code.compiled)
         kept = {c.subaction.name: c for c in choices if c.source is not None}
+        checked = self.reward_check_steps
         reward = self.write_reward(task, decomposition, feedback)
         setup, setup_error = self.setup_or_fallback(task, decomposition, list(kept), feedback)
         chosen = [name for name, c in kept.items()
@@ -435,4 +485,4 @@ class FastAgent:
         reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
                           reward.code or "", setup.observation,
                           max(setup.horizon, chain_horizon([kept[n] for n in chosen])))
-        return FastResult(reply, choices, reward, setup, setup_error)
+        return FastResult(reply, choices, reward, setup, setup_error, self.reward_check_steps - checked)

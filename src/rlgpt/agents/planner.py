@@ -79,8 +79,9 @@ class Planner:
     def messages(self, task: str, skills: Mapping[str, str]) -> list[Message]:
         """The prompt: crafter's rules, the task and the skill library."""
         library = "\n".join(f"{name}: {text}" for name, text in skills.items()) or "(empty)"
-        return prompts.render(ROLE, env_rules=documentation()["env_rules"], task=describe_task(task),
-                              skills=library)
+        env_doc = self.config.env_doc
+        return prompts.render(ROLE, env_rules=documentation(env_doc=env_doc)["env_rules"],
+                              task=describe_task(task, env_doc), skills=library)
 
     def plan(self, task: str, skills: Mapping[str, str] | None = None) -> PlanResult:
         """Ask for a plan, validate it against crafter's requirements, repair it when invalid."""

@@ -3,6 +3,12 @@
 A small model garbles goals, so every decomposition goes through `check_goals` (goals repaired from the
 sub-action names and crafter's recipes, the task's own achievement appended when left out); a reply that
 never validates falls back to `recipe_decomposition`, the task's prerequisite chain from the recipe graph.
+
+Under the prompt-knowledge ablation (`AgentConfig.env_doc` ``rules`` or ``none``) the prompts withhold that
+chain, so neither the fallback nor a repair may bring it back: the fallback is `rl_decomposition` (each
+task achievement learned by RL, marked ``fallback: task_as_rl``) and an appended sub-action's description
+only names its achievement. Otherwise an ablation run whose model failed would be measured with the very
+knowledge the ablation removes (a recorded note could flag that, but the number would still be wrong).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 from crafter import constants
 
 from rlgpt import prompts
-from rlgpt.agents.common import degradable, describe_task, documentation, note_fallback
+from rlgpt.agents.common import degradable, describe_task, documentation, knowledge_values, note_fallback
 from rlgpt.agents.envdoc import prerequisite_chain, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import AgentConfig
@@ -25,6 +31,8 @@ from rlgpt.llm.types import Message, SamplingParams
 ROLE = "slow"
 RECIPE_GRAPH = "recipe_graph"
 """The ``fallback`` mark of a decomposition taken from the recipe graph."""
+TASK_AS_RL = "task_as_rl"
+"""The ``fallback`` mark of `rl_decomposition` (the ablations' fallback: no recipe knowledge)."""
 
 
 def valid_goals() -> tuple[str, ...]:
@@ -42,7 +50,10 @@ def _max_subactions() -> int:
     return int(prompts.load_schema("decomposition")["properties"]["subactions"]["maxItems"])
 
 
-def _recipe_subaction(achievement: str, why: str) -> dict[str, Any]:
+def _recipe_subaction(achievement: str, why: str, env_doc: str = "full") -> dict[str, Any]:
+    if env_doc != "full":  # the prompt had no recipes: the description does not add them
+        return {"name": achievement, "description": f"unlock the achievement {achievement}", "how": "code",
+                "goal": achievement, "why": why}
     line = requirement_lines([achievement]).splitlines()[-1].split(". ", 1)[-1]
     return {"name": achievement, "description": line[:400], "how": "code", "goal": achievement,
             "why": why}
@@ -56,6 +67,17 @@ def recipe_decomposition(task: str) -> Decomposition:
     return Decomposition.from_dict({"subactions": [_recipe_subaction(a, why) for a in chain]})
 
 
+def rl_decomposition(task: str, env_doc: str) -> Decomposition:
+    """The fallback when the prompts withheld the recipes (`env_doc` ``rules``/``none``): one sub-action per
+    task achievement, each learned by RL; it uses nothing but the task's name."""
+    valid = valid_goals()
+    why = (f"fallback: the slow agent gave no valid reply; with env_doc={env_doc} the recipe graph is not "
+           f"used, so RL learns the task")
+    subs = [{"name": t, "description": f"unlock the achievement {t}", "how": "rl",
+             "goal": t if t in valid else "", "why": why} for t in task_targets(task)]
+    return Decomposition.from_dict({"subactions": subs[-_max_subactions():]})
+
+
 def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
     """A nonexistent goal as the valid one it spells (case, spaces, a plural, an achievement's item)."""
     norm = goal.strip().lower().replace(" ", "_").replace("-", "_")
@@ -65,7 +87,7 @@ def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
     return None
 
 
-def check_goals(data: dict[str, Any], task: str) -> tuple[dict[str, Any], list[str]]:
+def check_goals(data: dict[str, Any], task: str, env_doc: str = "full") -> tuple[dict[str, Any], list[str]]:
     """Repair a decomposition reply's goals; returns the repaired copy and one note per repair.
 
     - a sub-action named exactly like a Crafter achievement (``make_stone_pickaxe``) whose goal names
@@ -73,7 +95,8 @@ def check_goals(data: dict[str, Any], task: str) -> tuple[dict[str, Any], list[s
     - a goal naming no achievement or item is repaired when it spells one, else dropped ("");
     - when no sub-action has the task's own achievement (or the item it gives) as its goal, a coded
       sub-action for it is appended
-      (replacing the last other one when the list is full).
+      (replacing the last other one when the list is full); its description is the recipe line at
+      `env_doc` ``full``, only the achievement's name otherwise.
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -103,7 +126,8 @@ def check_goals(data: dict[str, Any], task: str) -> tuple[dict[str, Any], list[s
             continue
         if target in names:  # cannot happen (a sub-action named after it got it as goal above); kept unique
             continue
-        added = _recipe_subaction(target, "appended: the decomposition left out the task's own achievement")
+        added = _recipe_subaction(target, "appended: the decomposition left out the task's own achievement",
+                                  env_doc)
         if len(subs) >= _max_subactions():  # drop the last sub-action that is not for a task achievement
             keep = set(task_targets(task))
             at = max(i for i, s in enumerate(subs) if not (isinstance(s, dict) and s.get("goal") in keep))
@@ -139,8 +163,11 @@ class SlowAgent:
 
     def prompt(self, task: str, feedback: str = "none") -> RolePrompt:
         """The prompt's values: crafter's rules, the macro API, the task and earlier feedback."""
-        return RolePrompt(ROLE, {**documentation(), "task": describe_task(task),
-                                 "feedback": feedback or "none"})
+        cfg = self.config
+        return RolePrompt(ROLE, {**documentation(env_doc=cfg.env_doc),
+                                 "task": describe_task(task, cfg.env_doc),
+                                 "feedback": feedback or "none",
+                                 **knowledge_values(ROLE, cfg.env_doc, cfg.examples)})
 
     def messages(self, task: str, feedback: str = "none") -> list[Message]:
         """The prompt, fitted to the context."""
@@ -160,7 +187,7 @@ class SlowAgent:
         data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
                           lambda messages: self.client.structured(
                               ROLE, messages, prompts.schema_for_role(ROLE), sampling=self._sampling()))
-        data, repairs = check_goals(data, task)
+        data, repairs = check_goals(data, task, self.config.env_doc)
         return SlowResult(Decomposition.from_dict(data), repairs, cuts=prompt.cuts)
 
     def decompose(self, task: str, feedback: str = "none") -> Decomposition:
@@ -169,11 +196,16 @@ class SlowAgent:
 
     def decompose_or_fallback(self, task: str, feedback: str = "none") -> SlowResult:
         """`decompose_checked`, or, when the model's reply never validates, `recipe_decomposition`
-        (marked ``fallback: recipe_graph``, counted in ``llm/fallbacks``)."""
+        (marked ``fallback: recipe_graph``, counted in ``llm/fallbacks``); under the prompt-knowledge
+        ablation (`AgentConfig.env_doc` not ``full``) `rl_decomposition` instead
+        (``fallback: task_as_rl``)."""
         try:
             return self.decompose_checked(task, feedback)
         except Exception as exc:
             if not degradable(exc):
                 raise
             note_fallback(self.client, ROLE)
+            env_doc = self.config.env_doc
+            if env_doc != "full":
+                return SlowResult(rl_decomposition(task, env_doc), fallback=TASK_AS_RL, error=str(exc))
             return SlowResult(recipe_decomposition(task), fallback=RECIPE_GRAPH, error=str(exc))

@@ -5,10 +5,10 @@ macros to an env's discrete action space and runs each as an option; `GameAPI` i
 """
 
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
+from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, check_macro, compile_macro
 from rlgpt.macro.diagnostics import COMPILE_KINDS, RUNTIME_FAILURE_KINDS, Diagnostic, MacroCompileError
 from rlgpt.macro.runtime import MacroActionWrapper, MacroResult, MacroStats, run_macro
-from rlgpt.macro.sandbox import MacroLimits
 
 __all__ = [
     "ACTION_NAMES",

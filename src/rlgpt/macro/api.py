@@ -30,7 +30,7 @@ from typing import Any
 import crafter
 from crafter import constants
 
-from rlgpt.envs.crafter import ACTION_NAMES, DIRECTIONS, MATERIALS  # a macro yields an action per step
+from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS, MOVES  # a macro yields an action per step
 from rlgpt.macro import control
 from rlgpt.macro.diagnostics import describe_value
 
@@ -39,7 +39,7 @@ OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow",
 WALKABLE: frozenset[str] = frozenset(constants.walkable)
 """Materials the player can walk on (when no object stands there)."""
 
-_MOVES: dict[tuple[int, int], str] = {step: f"move_{name}" for step, name in DIRECTIONS}
+_MOVE_ACTIONS: tuple[str, ...] = tuple(MOVES.values())
 
 
 def _pos(value: Any, what: str = "position") -> tuple[int, int]:
@@ -313,9 +313,9 @@ class GameAPI:
         """The move action that turns the player toward an adjacent tile (moves onto it if walkable)."""
         (x, y), (px, py) = _pos(pos), self.pos
         step = (x - px, y - py)
-        if step not in _MOVES:
+        if step not in MOVES:
             raise ValueError(f"face() needs an adjacent tile, {(x, y)} is {abs(step[0]) + abs(step[1])} away")
-        return _MOVES[step]
+        return MOVES[step]
 
     def step_toward(self, pos: tuple[int, int]) -> str | None:
         """First action of a shortest walk through visible walkable tiles to face ``pos``.
@@ -329,14 +329,14 @@ class GameAPI:
         if self.distance(goal) == 1:
             return self.face(goal)
         gx, gy = goal
-        goals = {(gx + dx, gy + dy) for dx, dy in _MOVES if self._free(gx + dx, gy + dy)}
+        goals = {(gx + dx, gy + dy) for dx, dy in MOVES if self._free(gx + dx, gy + dy)}
         if not goals:
             return None
         first: dict[tuple[int, int], str] = {start: ""}
         queue = deque([start])
         while queue:
             x, y = queue.popleft()
-            for (dx, dy), action in _MOVES.items():
+            for (dx, dy), action in MOVES.items():
                 nxt = (x + dx, y + dy)
                 if nxt in first or not self._free(*nxt):
                     continue
@@ -348,7 +348,7 @@ class GameAPI:
 
     def random_move(self) -> str:
         """A uniformly random move action (for exploring when nothing useful is visible)."""
-        return self._rng.choice(("move_left", "move_right", "move_up", "move_down"))
+        return self._rng.choice(_MOVE_ACTIONS)
 
     def random(self) -> float:
         """A random float in [0, 1) from the macro's own seeded generator."""
@@ -368,7 +368,8 @@ class GameAPI:
 
     def collect(self, name: str, n: int = 1, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
         """Use `yield from`: collect n of a material or item (tree/wood, stone, coal, iron, diamond,
-        water/drink, grass/sapling), making the pickaxe it needs first."""
+        water/drink, grass/sapling), making the pickaxe it needs (and the wood one, which digs stone)
+        first."""
         return control.collect(self, name, n, max_steps)
 
     def place(self, item: str, max_steps: int = control.DEFAULT_STEPS // 4) -> control.Actions:

@@ -1,4 +1,12 @@
-"""Time budget of generated code that runs inside the game loop (macros, the dense reward).
+"""What generated code may spend: per macro invocation (fuel, clock, depth, sizes) and over a process (the
+share of time).
+
+`InvocationBudget` is the accounting of one macro invocation (from the policy choosing it to its end) under
+its `MacroLimits`: fuel (loop iterations, calls, function entries, items built), a wall-clock backstop
+between two primitive actions, the depth of macro-defined calls, and the size of every container, string
+and integer built. Exhausting any of them fails the invocation with a `MacroAbort` carrying a
+`Diagnostic` (``fuel``, ``timeout``, ``recursion``, ``memory``). What an operation costs is decided by
+`rlgpt.macro.cost`; `rlgpt.macro.sandbox.Guard` adds the hooks that macro code calls.
 
 The sandbox bounds one call (`MacroLimits.max_seconds`), but code that always stays just under that bound
 would slow training down 100x without a single failure. A `TimeBudget` keeps, per macro or reward, the
@@ -10,9 +18,14 @@ caller records where the critic reads failures (``macro/<name>/fail_disabled``, 
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, NoReturn
 
-from rlgpt.macro.diagnostics import Diagnostic
+from rlgpt.macro.diagnostics import Diagnostic, frame_position, source_line
 
 DEFAULT_MAX_SHARE = 0.9
 """Default `TimeBudget.max_share` (`rlgpt.config.MacroConfig.max_time_share`)."""
@@ -68,3 +81,194 @@ class TimeBudget:
                 f"{self.max_share:.0%}); it was switched off for the rest of the run: do less work per step")
             return self.disabled
         return None
+
+
+_MAX_FUEL_CAP = 50_000
+
+
+@dataclass(frozen=True)
+class MacroLimits:
+    """Resource bounds for one macro invocation (from the policy choosing it to its end)."""
+
+    fuel: int = 20_000
+    """Fuel units for one invocation: 1 per loop iteration, call and function entry, plus 1 per 64
+    items of every container or string built. Capped at 50,000: fuel also bounds how deeply a macro can
+    nest tuples, and CPython hashes nested tuples with unguarded C recursion (a crash near 100,000)."""
+    max_depth: int = 50
+    """Deepest nesting of macro-defined function calls (recursion bound)."""
+    max_items: int = 100_000
+    """Largest container length a macro may create."""
+    max_str_chars: int = 10_000
+    """Longest string a macro may create. Smaller than `max_items`: string comparisons and searches run in
+    C without a clock check, and this bounds the longest of them (100,000 comparisons of 10,000-character
+    strings take ~0.1 s)."""
+    max_int_bits: int = 4096
+    """Largest integer (in bits) arithmetic, ``int()`` or a call may produce."""
+    max_tuple_depth: int = 100
+    """Deepest tuple-in-tuple nesting a tuple display may create."""
+    max_seconds: float = 1.0
+    """Wall-clock seconds the macro's own code may run between two primitive actions (backstop)."""
+    max_source_chars: int = 20_000
+    """Longest macro source accepted by the compiler."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.fuel <= _MAX_FUEL_CAP:
+            raise ValueError(f"MacroLimits.fuel must be in [1, {_MAX_FUEL_CAP}], got {self.fuel}")
+        for name in (
+            "max_depth",
+            "max_items",
+            "max_str_chars",
+            "max_int_bits",
+            "max_tuple_depth",
+            "max_source_chars",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"MacroLimits.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.max_seconds > 0:
+            raise ValueError(f"MacroLimits.max_seconds must be > 0, got {self.max_seconds}")
+
+
+class MacroAbort(BaseException):
+    """A guard stopped the macro; not an `Exception`, so macro code cannot catch it."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(str(diagnostic))
+        self.diagnostic = diagnostic
+
+
+SIZED = (str, bytes, list, tuple, dict, set, frozenset)
+"""Types whose size `InvocationBudget.post` bounds."""
+
+
+class InvocationBudget:
+    """Fuel, clock, depth and size accounting for one macro invocation (`MacroLimits`); a failure is
+    recorded (``failure``, first one wins) and raised as `MacroAbort`."""
+
+    def __init__(self, limits: MacroLimits, filename: str, source: str) -> None:
+        self.limits = limits
+        self.filename = filename
+        self.source = source
+        self.fuel_used = 0
+        self.depth = 0
+        self.failure: Diagnostic | None = None
+        self._units = 0  # element work below one fuel unit, carried over (see `spend`)
+        self._deadline = time.perf_counter() + limits.max_seconds
+
+    def arm(self) -> None:
+        """Restart the wall-clock backstop; called before each resume of the macro."""
+        self._deadline = time.perf_counter() + self.limits.max_seconds
+
+    def fail(self, kind: str, message: str) -> NoReturn:
+        """Record (first failure wins) and raise a `MacroAbort` located at the macro's current line."""
+        if self.failure is None:
+            line = col = None
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename != self.filename:
+                frame = frame.f_back
+            if frame is not None:
+                line, col = frame_position(frame)
+            self.failure = Diagnostic(kind, message, line, col, source_line(self.source, line))
+        raise MacroAbort(self.failure)
+
+    def charge(self, units: int) -> None:
+        """Spend fuel and check the clock; fails with ``fuel`` when the invocation's budget is gone."""
+        self.fuel_used += units
+        if self.fuel_used > self.limits.fuel:
+            self.fail(
+                "fuel",
+                f"ran out of fuel ({self.limits.fuel} units: loop iterations, calls, allocations, "
+                "comparisons); avoid unbounded loops and yield an action more often",
+            )
+        if time.perf_counter() > self._deadline:
+            self._timeout()
+
+    def spend(self, units: int) -> None:
+        """Charge ``units`` of element work (comparisons, hashes): 1 fuel per 64, remainders carried over."""
+        units += self._units
+        self._units = units & 63
+        if units >= 64:
+            self.charge(units >> 6)
+
+    def _timeout(self) -> NoReturn:
+        self.fail(
+            "timeout",
+            f"ran longer than {self.limits.max_seconds}s without yielding an action; do less work per step",
+        )
+
+    def remaining_weight(self) -> int:
+        """Weight (`rlgpt.macro.cost.weight`) the remaining fuel can pay for."""
+        return max(self.limits.fuel - self.fuel_used, 0) << 6
+
+    def stmt(self) -> None:
+        """Before every statement: re-raise a recorded failure and check the clock (no fuel)."""
+        if self.failure is not None:
+            raise MacroAbort(self.failure)
+        if time.perf_counter() > self._deadline:
+            self._timeout()
+
+    def tick(self) -> None:
+        """One loop iteration / lambda call: 1 fuel; also re-raises a recorded failure, checks the clock."""
+        if self.failure is not None:
+            raise MacroAbort(self.failure)
+        self.fuel_used += 1
+        if self.fuel_used > self.limits.fuel or time.perf_counter() > self._deadline:
+            self.charge(0)
+
+    def enter(self) -> None:
+        """Entry of a macro-defined function."""
+        self.tick()
+        self.depth += 1
+        if self.depth > self.limits.max_depth:
+            self.fail(
+                "recursion", f"function calls nested deeper than {self.limits.max_depth}; avoid recursion"
+            )
+
+    def exit(self) -> None:
+        """Exit of a macro-defined function."""
+        self.depth -= 1
+
+    def post(self, value: Any) -> Any:
+        """Bound and charge a freshly built container or string."""
+        kind = type(value)
+        if kind is str:
+            size = len(value)
+            if size > self.limits.max_str_chars:
+                self.fail("memory", f"built a str of {size} characters (limit {self.limits.max_str_chars})")
+            if size >= 64:
+                self.charge(size >> 6)
+        elif kind is int:
+            if value.bit_length() > self.limits.max_int_bits:  # int() of a long digit string
+                self.check_bits(value.bit_length())
+        elif isinstance(value, SIZED):
+            size = len(value)
+            if size > self.limits.max_items:
+                self.fail(
+                    "memory", f"built a {kind.__name__} of {size} items (limit {self.limits.max_items})"
+                )
+            if size >= 64:
+                self.charge(size >> 6)
+        return value
+
+    def materialize(self, value: Iterable[Any]) -> Any:
+        """A sized value as is; any other iterable as a list of at most ``max_items`` items (else fail)."""
+        if hasattr(type(value), "__len__"):
+            return value
+        try:
+            items = list(islice(value, self.limits.max_items + 1))
+        except MemoryError:
+            self.fail("memory", "ran out of memory")
+        if len(items) > self.limits.max_items:
+            self.fail("memory", f"grew a container by over {self.limits.max_items} items in one call")
+        self.charge(len(items) >> 6)
+        return items
+
+    def check_size(self, size: int, like: Any) -> None:
+        """Fail with ``memory`` when a container or string like `like` would get `size` items."""
+        limit = self.limits.max_str_chars if type(like) is str else self.limits.max_items
+        if size > limit:
+            self.fail("memory", f"would build a {type(like).__name__} of {size} items (limit {limit})")
+
+    def check_bits(self, bits: int) -> None:
+        """Fail with ``memory`` when an integer would get `bits` bits."""
+        if bits > self.limits.max_int_bits:
+            self.fail("memory", f"would build an integer of ~{bits} bits (limit {self.limits.max_int_bits})")

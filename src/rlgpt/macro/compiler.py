@@ -13,9 +13,10 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, describe_value, make_diagnostic
 from rlgpt.macro.instrument import Instrumenter
-from rlgpt.macro.sandbox import Guard, MacroLimits
+from rlgpt.macro.sandbox import Guard
 from rlgpt.macro.validate import FunctionValidator, Validator, unparsable, yields
 
 

@@ -128,6 +128,10 @@ class ProbeReport:
     """Count per outcome kind."""
     setup: tuple[str, ...] = ()
     """Macros run once each at the start of every episode before the probed calls (earlier sub-actions)."""
+    env_steps: int = 0
+    """Every primitive env step the probe played: the calls', the setup macros' and the warm-up moves' (what
+    the run counts against its budget as ``probe`` steps). A probe whose process failed as a whole reports
+    its bound (`probe_step_bound`): how far it got is unknown, and the budget must not be undercounted."""
 
     @property
     def success_rate(self) -> float:
@@ -166,31 +170,56 @@ class ProbeReport:
 
     @classmethod
     def failed(cls, macro: str, goal: Goal | str | None, seed: int, diagnostic: Diagnostic,
-               setup: tuple[str, ...] = ()) -> ProbeReport:
+               setup: tuple[str, ...] = (), env_steps: int = 0) -> ProbeReport:
         """The report of a probe whose process failed as a whole (`rlgpt.macro.contain`: out of memory,
-        out of time, crashed): one call, of the diagnostic's kind, that reached nothing."""
+        out of time, crashed): one call, of the diagnostic's kind, that reached nothing; `env_steps` is the
+        probe's bound (`probe_step_bound`)."""
         nowhere = ProbeState((0, 0), {}, {})
         call = ProbeCall(seed=seed, call=0, before=nowhere, after=nowhere, inventory_diff={}, unlocked=(),
                          outcome=diagnostic.kind, steps=0, diagnostic=str(diagnostic),
                          reached_goal=None if goal is None else False)
-        return cls(macro, None if goal is None else str(goal), (call,), {diagnostic.kind: 1}, setup)
+        return cls(macro, None if goal is None else str(goal), (call,), {diagnostic.kind: 1}, setup,
+                   env_steps)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, summary rates included."""
         return {"macro": self.macro, "goal": self.goal, "outcomes": dict(self.outcomes),
                 "success_rate": self.success_rate, "goal_rate": self.goal_rate, "mean_steps": self.mean_steps,
-                "calls": [asdict(c) for c in self.calls], "setup": list(self.setup)}
+                "calls": [asdict(c) for c in self.calls], "setup": list(self.setup),
+                "env_steps": self.env_steps}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProbeReport:
-        """Inverse of to_dict (the summary rates are recomputed, not read)."""
+        """Inverse of to_dict (the summary rates are recomputed, not read). A report written before probes
+        counted their steps reads with its calls' steps (setup and warm-up steps were not kept)."""
         def state(s: dict[str, Any]) -> ProbeState:
             return ProbeState(tuple(s["pos"]), dict(s["inventory"]), dict(s["achievements"]))
 
         calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
                                    "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ()))})
                       for c in data["calls"])
-        return cls(data["macro"], data["goal"], calls, dict(data["outcomes"]), tuple(data.get("setup", ())))
+        env_steps = int(data.get("env_steps", sum(c.steps for c in calls)))
+        return cls(data["macro"], data["goal"], calls, dict(data["outcomes"]), tuple(data.get("setup", ())),
+                   env_steps)
+
+
+class _StepCounter(gymnasium.Wrapper):
+    """Counts every primitive step played through it (the probe's ``env_steps``)."""
+
+    def __init__(self, env: CrafterEnv) -> None:
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action: int):
+        self.steps += 1
+        return self.env.step(action)
+
+
+def probe_step_bound(seeds: int, calls_per_episode: int, warmup_steps: int, max_steps: int,
+                     setup: int = 0) -> int:
+    """The most primitive steps a probe can play: per seed, every setup macro and every call at `max_steps`
+    and the warm-up moves before each call."""
+    return seeds * (setup * max_steps + calls_per_episode * (warmup_steps + max_steps))
 
 
 class _Trace(gymnasium.Wrapper):
@@ -236,12 +265,15 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
     """
     compiled = macro if isinstance(macro, CompiledMacro) else compile_macro(macro)
     goal = Goal.parse(goal) if isinstance(goal, str) else goal
-    env = env or CrafterEnv(length=None)
+    base = env or CrafterEnv(length=None)
+    # Every step goes through the counter (setup macros, warm-up moves and the calls): the report's
+    # ``env_steps`` is what the probe cost, not only what its recorded calls took.
+    env = _StepCounter(base)
     calls: list[ProbeCall] = []
     outcomes: dict[str, int] = {}
     for seed in seeds:
         env.reset(seed=seed)
-        game = GameAPI(env.crafter, random.Random(seed))
+        game = GameAPI(base.crafter, random.Random(seed))
         moves = random.Random(seed + 10_007)
         ended = False
         for earlier in setup:
@@ -277,4 +309,4 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             if result.terminated or result.truncated:
                 break
     return ProbeReport(compiled.name, None if goal is None else str(goal), tuple(calls), outcomes,
-                       tuple(m.name for m in setup))
+                       tuple(m.name for m in setup), env.steps)

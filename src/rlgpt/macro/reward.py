@@ -23,11 +23,10 @@ import gymnasium
 import numpy as np
 
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, TimeBudget
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroAbort, MacroLimits, TimeBudget
 from rlgpt.macro.compiler import CompiledFunction, compile_function
 from rlgpt.macro.diagnostics import Diagnostic, describe_exception, describe_value, locate, make_diagnostic
 from rlgpt.macro.runtime import find_crafter
-from rlgpt.macro.sandbox import MacroAbort, MacroLimits
 
 REWARD_ENTRY = "reward"
 """Name of the dense reward function the fast agent writes."""

@@ -20,7 +20,7 @@ import crafter
 import gymnasium
 
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, TimeBudget
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroAbort, MacroLimits, TimeBudget
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import (
     RUNTIME_FAILURE_KINDS,
@@ -30,7 +30,7 @@ from rlgpt.macro.diagnostics import (
     locate,
     make_diagnostic,
 )
-from rlgpt.macro.sandbox import Guard, MacroAbort, MacroLimits
+from rlgpt.macro.sandbox import Guard
 
 _ACTION_INDEX = {name: i for i, name in enumerate(ACTION_NAMES)}
 _NOOP = _ACTION_INDEX["noop"]

@@ -13,8 +13,9 @@ import ast
 
 from rlgpt.macro import control
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS
+from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
-from rlgpt.macro.sandbox import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS, MacroLimits
+from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS
 
 _ALLOWED_NODES: tuple[type[ast.AST], ...] = (
     ast.Module,

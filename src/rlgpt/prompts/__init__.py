@@ -5,6 +5,9 @@ Each template has `<name>.system.md` and `<name>.user.md` (string.Template synta
 `$schema` is filled in automatically with it so the model sees the shape even on servers that cannot
 enforce it. The fast agent's code templates ("fast" for macros, "fast_reward" for the dense reward) have
 no schema: code comes back in ```python blocks, never inside JSON strings.
+
+Parts of a template that the prompt-knowledge ablation (`rlgpt.config.AgentConfig.env_doc`, ``examples``)
+leaves out are kept in `<template>.<part>.part.md` and filled in by the agents (`part`).
 """
 
 from __future__ import annotations
@@ -89,6 +92,18 @@ def load_template(role: str) -> RoleTemplate:
     return RoleTemplate(
         role, string.Template(_read(f"{role}.system.md")), string.Template(_read(f"{role}.user.md"))
     )
+
+
+@cache
+def _part_text(name: str) -> str:
+    return _read(f"{name}.part.md").rstrip("\n")
+
+
+def part(name: str, **values: str) -> str:
+    """The optional prompt part `name` (e.g. ``"slow.examples"``: file ``slow.examples.part.md``, without
+    its final newline), its ``$name`` placeholders filled from `values`."""
+    text = _part_text(name)
+    return string.Template(text).substitute(values) if values else text
 
 
 def render(role: str, **values: str) -> list[dict[str, str]]:

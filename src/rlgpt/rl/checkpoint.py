@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from sample_factory.utils.attr_dict import AttrDict
 
+from rlgpt import layout
 from rlgpt.errors import RlgptError
-from rlgpt.run import layout
 
 _NUMPY_SAFE_GLOBALS: list[Any] = [
     np.core.multiarray.scalar,

@@ -1,31 +1,34 @@
-"""Evaluation of a trained run: success per achievement over N episodes, as JSON and PNG charts.
+"""Evaluation: one episode runner for every kind of policy, and the evaluation of a trained run.
 
-The policy is rebuilt from the run's saved Sample Factory config and newest checkpoint (loaded with the
-safe unpickler) and played in-process on fresh environments, several in lockstep so the forward pass
-is batched.
+`play_episodes` plays episodes on given envs (several in lockstep, so that a network's forward pass is
+batched) with an `EpisodePolicy`: a small adapter that picks actions. Three adapters exist:
+`CheckpointPolicy` (a trained run's network, `evaluate`), `rlgpt.run.baselines.MacroPolicy` (one macro as the
+whole policy, ``--mode code``) and `rlgpt.run.skills.ChainPolicy` (a chain of library skills). Every mode's
+episodes are seeded by `eval_seed`, traced, and summed up (`summarize`: success, achievements, Crafter
+score, steps, macro and option statistics) alike.
+
+`evaluate` rebuilds the policy from the run's saved Sample Factory config and newest checkpoint (loaded with
+the safe unpickler, `rlgpt.rl.stored_policy.StoredPolicy`) and plays it in-process on fresh environments.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import gymnasium
 import numpy as np
 import torch
-from sample_factory.algo.utils.action_distributions import argmax_actions
-from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-from sample_factory.model.actor_critic import create_actor_critic
-from sample_factory.model.model_utils import get_rnn_size
 
+from rlgpt import layout, rundir
 from rlgpt.envs.tasks import ACHIEVEMENTS
-from rlgpt.rl.checkpoint import EvalError, latest_checkpoint, load_checkpoint, load_sf_config
-from rlgpt.rl.model import register_model
+from rlgpt.rl.checkpoint import EvalError
 from rlgpt.rl.score import PAPER_SCORES_1M, crafter_score, percent_rates, success_measure
-from rlgpt.rl.sf_config import task_from_env_name
 from rlgpt.rl.sf_env import make_crafter_env
-from rlgpt.run import layout, rundir
+from rlgpt.rl.stored_policy import StoredPolicy
 from rlgpt.tracking import log_scalars, read_curve
 
 TRACE_STEPS = 8
@@ -46,8 +49,6 @@ MAX_RUN_SEED = (TEST_SEED_BASE - VALIDATION_SEED_BASE) // EPISODES_PER_SEED
 """Run seeds must stay below this for the splits to stay disjoint."""
 SPLITS = ("validation", "test")
 """The evaluation seed splits."""
-EVAL_SEED_BASE = VALIDATION_SEED_BASE
-"""Kept for callers that play validation-style episodes (skills, chains)."""
 
 
 def eval_seed(split: str, run_seed: int, episode: int) -> int:
@@ -61,6 +62,156 @@ def eval_seed(split: str, run_seed: int, episode: int) -> int:
         raise EvalError(f"at most {EPISODES_PER_SEED} evaluation episodes per seed, got {episode + 1}")
     base = VALIDATION_SEED_BASE if split == "validation" else TEST_SEED_BASE
     return base + run_seed * EPISODES_PER_SEED + episode
+
+
+def eval_seeds(split: str, run_seed: int, episodes: int) -> list[int]:
+    """The env seeds of ``episodes`` evaluation episodes (`eval_seed`); an error for a bad split, run seed
+    or count before anything is played."""
+    if episodes < 1:
+        raise EvalError(f"episodes must be >= 1, got {episodes}")
+    return [eval_seed(split, run_seed, i) for i in range(episodes)]
+
+
+# -- the episode runner -------------------------------------------------------------------------------
+
+
+class EpisodePolicy(Protocol):
+    """What `play_episodes` asks of a policy. Envs are numbered by slot (their index in the env list)."""
+
+    def reset(self, slot: int) -> None:
+        """An episode starts on env `slot` (its env was just reset)."""
+
+    def act(self, slots: Sequence[int], observations: Sequence[Any]) -> list[int]:
+        """One action (a primitive, macro or option index of the env's action space) per slot, given each
+        slot's current observation."""
+
+
+@dataclass
+class Episode:
+    """One finished episode as the runner saw it."""
+
+    success: bool
+    """The task succeeded (``info["success"]`` of the last step)."""
+    steps: int
+    """Primitive (game) steps: a macro or option call counts the steps it took (``info["macro_steps"]``)."""
+    decisions: int
+    """Policy decisions (env steps of the outermost env)."""
+    episode_return: float
+    """Undiscounted sum of the rewards."""
+    unlocked: list[str]
+    """Achievements unlocked during the episode."""
+    stats: dict[str, float]
+    """The env's own episode statistics (``episode_extra_stats``: ``macro/``, ``option/``, ... counters)."""
+    trace: str
+    """The last `TRACE_STEPS` decisions (with macro outcomes) and how the episode ended."""
+
+
+def play_episodes(envs: Sequence[Any], policy: EpisodePolicy, seeds: Sequence[int]) -> list[Episode]:
+    """Play one episode per seed (``env.reset(seed=...)``) on `envs` in lockstep: each env plays the next
+    seed when its episode ends, until every seed was played. Episodes in the order they ended."""
+    envs = list(envs)[: len(seeds)]
+    obs: list[Any] = [None] * len(envs)
+    returns = [0.0] * len(envs)
+    steps = [0] * len(envs)
+    decisions = [0] * len(envs)
+    recent: list[deque[str]] = [deque(maxlen=TRACE_STEPS) for _ in envs]
+
+    def start(slot: int, seed: int) -> None:
+        obs[slot] = envs[slot].reset(seed=seed)[0]
+        returns[slot], steps[slot], decisions[slot] = 0.0, 0, 0
+        recent[slot].clear()
+        policy.reset(slot)
+
+    for slot, seed in enumerate(seeds[: len(envs)]):
+        start(slot, seed)
+    started = len(envs)
+    active = list(range(len(envs)))
+    done: list[Episode] = []
+    while active:
+        actions = policy.act(active, [obs[i] for i in active])
+        still_active = []
+        for i, action in zip(active, actions, strict=True):
+            names = action_names(envs[i])  # before the step: a chain's names change when a stage ends
+            obs[i], reward, terminated, truncated, info = envs[i].step(int(action))
+            returns[i] += float(reward)
+            steps[i] += int(info.get("macro_steps", 1))
+            decisions[i] += 1
+            recent[i].append(describe_step(names, int(action), info))
+            if not (terminated or truncated):
+                still_active.append(i)
+                continue
+            ended = info.get("end_reason") or ("died" if terminated else "time limit")
+            done.append(Episode(
+                success=bool(info.get("success", False)), steps=steps[i], decisions=decisions[i],
+                episode_return=returns[i],
+                unlocked=[a for a in ACHIEVEMENTS if info["achievements"].get(a, 0) > 0],
+                stats={k: float(v) for k, v in info.get("episode_extra_stats", {}).items()},
+                trace=f"{' -> '.join(recent[i])} ({ended})"))
+            if started < len(seeds):
+                start(i, seeds[started])
+                started += 1
+                still_active.append(i)
+        active = still_active
+    return done
+
+
+def play_episode(env: Any, policy: EpisodePolicy, seed: int) -> Episode:
+    """One episode of `policy` on `env` (`play_episodes` of one seed; a contained child's unit of work)."""
+    return play_episodes([env], policy, [seed])[0]
+
+
+def summarize(task: str, episodes: Sequence[Episode], failed: int = 0) -> dict[str, Any]:
+    """What every evaluation reports over its episodes (the shared fields of `EvalReport`, the code mode's
+    and a chain's records). `failed` episodes were not played to their end (their process failed, or
+    nothing could play them): they count as episodes with no success and no achievement, and add no
+    steps."""
+    count = len(episodes) + failed
+    if count < 1:
+        raise EvalError("nothing to summarize: no episode was played")
+    achievement_success = {a: sum(a in e.unlocked for e in episodes) / count for a in ACHIEVEMENTS}
+    success = sum(e.success for e in episodes) / count
+    stats = [e.stats for e in episodes]
+    return {
+        "task": task,
+        "episodes": count,
+        "success_rate": success_measure(task, success, achievement_success),
+        "achievement_success": achievement_success,
+        "crafter_score": crafter_score(percent_rates(achievement_success)),
+        "mean_episode_steps": float(np.mean([e.steps for e in episodes])) if episodes else 0.0,
+        "mean_return": float(np.mean([e.episode_return for e in episodes])) if episodes else 0.0,
+        "steps": int(sum(e.steps for e in episodes)),
+        "macro_stats": _macro_stats(stats),
+        "option_stats": _summed_stats(stats, "option/"),
+        "traces": [e.trace for e in episodes if not e.success][:TRACE_EPISODES],
+    }
+
+
+def action_names(env: Any) -> tuple[str, ...]:
+    """Primitive then macro action names of an env: those of the outermost layer that names its actions
+    (a property ``action_names``: the macro wrapper, a skill chain), else the primitives'."""
+    from rlgpt.envs.crafter import ACTION_NAMES
+
+    while True:
+        if isinstance(getattr(type(env), "action_names", None), property):
+            return tuple(env.action_names)
+        if not isinstance(env, gymnasium.Wrapper):
+            return tuple(ACTION_NAMES)
+        env = env.env
+
+
+def describe_step(names: Sequence[str], action: int, info: dict) -> str:
+    """One decision of a trace: the action's name, with a macro call's outcome, steps and diagnostic."""
+    name = names[action] if action < len(names) else str(action)
+    macro = info.get("macro")
+    if not macro:
+        return name
+    text = f"{name}[{macro['outcome']}, {macro['steps']} steps]"
+    if macro.get("diagnostic"):
+        text += f" ({macro['diagnostic'].get('message', '')[:80]})"
+    return text
+
+
+# -- a trained run's evaluation -----------------------------------------------------------------------
 
 
 @dataclass
@@ -88,6 +239,8 @@ class EvalReport:
     """Whether actions were the policy's argmax instead of samples."""
     split: str = "validation"
     """Seed split the episodes came from (`SPLITS`)."""
+    steps: int = 0
+    """Primitive (game) steps the evaluation played: the sum of its episodes' lengths."""
     macro_stats: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per macro: calls, successes, mean_length, interrupted and fail_<kind> counts summed over episodes
     (mean_length averaged over calls)."""
@@ -96,6 +249,22 @@ class EvalReport:
     episodes."""
     traces: list[str] = field(default_factory=list)
     """For (up to `TRACE_EPISODES`) failed episodes: the last `TRACE_STEPS` actions, with macro outcomes."""
+    seeds: list[int] = field(default_factory=list)
+    """The env seed of every episode played, in the order they started (all of `split`, `eval_seed`)."""
+
+
+class CheckpointPolicy:
+    """A trained run's network as an `EpisodePolicy`: one batched forward pass for all slots."""
+
+    def __init__(self, policy: StoredPolicy, deterministic: bool = False) -> None:
+        self.policy = policy
+        self.deterministic = deterministic
+
+    def reset(self, slot: int) -> None:
+        """Nothing to reset: the recurrent state starts at zero on every decision."""
+
+    def act(self, slots: Sequence[int], observations: Sequence[Any]) -> list[int]:
+        return self.policy.act_batch(observations, self.deterministic)
 
 
 def evaluate(
@@ -115,81 +284,25 @@ def evaluate(
     ``run_dir/eval/`` as ``eval.json`` and
     ``eval_success.png``.
     """
-    if episodes < 1:
-        raise EvalError(f"episodes must be >= 1, got {episodes}")
-    eval_seed(split, seed, episodes - 1)  # bad split, seed or count: an error before anything loads
+    seeds = eval_seeds(split, seed, episodes)  # bad split, seed or count: an error before anything loads
     run_dir = Path(run_dir)
-    cfg = load_sf_config(run_dir)
+    policy = StoredPolicy(run_dir)
+    cfg = policy.cfg
     if episode_length is not None:
         cfg.rlgpt_episode_length = episode_length
-    register_model()
-    checkpoint = load_checkpoint(latest_checkpoint(run_dir))
-
     envs = [make_crafter_env(cfg.env, cfg) for _ in range(min(num_envs, episodes))]
-    model = create_actor_critic(cfg, envs[0].observation_space, envs[0].action_space)
-    model.load_state_dict(checkpoint["model"])
-    model.eval()
-
-    obs = [env.reset(seed=eval_seed(split, seed, i))[0] for i, env in enumerate(envs)]
-    started = len(envs)
-    returns = np.zeros(len(envs))
-    names = _action_names(envs[0])
-    recent = [deque(maxlen=TRACE_STEPS) for _ in envs]
-    traces: list[str] = []
-    active = list(range(len(envs)))
-    results: list[tuple[dict, float]] = []
-    rnn_states = torch.zeros(len(envs), get_rnn_size(cfg))
+    policy.build(envs[0])
     # Sampled actions come from torch's global generator: seeding it (in a fork, leaving the caller's
     # stream as it was) makes an evaluation of one checkpoint with one seed the same wherever it runs.
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(eval_seed(split, seed, 0))
-        while active:
-            batch = {k: torch.as_tensor(np.stack([obs[i][k] for i in active])) for k in obs[active[0]]}
-            out = model(prepare_and_normalize_obs(model, batch), rnn_states[: len(active)])
-            actions = argmax_actions(model.action_distribution()) if deterministic else out["actions"]
-            still_active = []
-            for i, action in zip(active, actions.view(-1).tolist(), strict=True):
-                obs[i], reward, terminated, truncated, info = envs[i].step(int(action))
-                returns[i] += reward
-                recent[i].append(_describe_step(names, int(action), info))
-                if terminated or truncated:
-                    results.append((info["episode_extra_stats"], float(returns[i])))
-                    if not info.get("success") and len(traces) < TRACE_EPISODES:
-                        ended = "died" if terminated else "time limit"
-                        traces.append(f"{' -> '.join(recent[i])} ({ended})")
-                    recent[i].clear()
-                    if started < episodes:
-                        obs[i] = envs[i].reset(seed=eval_seed(split, seed, started))[0]
-                        returns[i] = 0.0
-                        started += 1
-                        still_active.append(i)
-                else:
-                    still_active.append(i)
-            active = still_active
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seeds[0])
+        played = play_episodes(envs, CheckpointPolicy(policy, deterministic), seeds)
     for env in envs:
         env.close()
 
-    stats = [s for s, _ in results]
-    task = task_from_env_name(cfg.env)
-    achievement_success = {
-        name: float(np.mean([s[f"rollout/achievement/{name}"] for s in stats])) for name in ACHIEVEMENTS
-    }
-    report = EvalReport(
-        task=task,
-        episodes=len(results),
-        env_steps=int(checkpoint.get("env_steps", 0)),
-        success_rate=success_measure(task, float(np.mean([s["rollout/success"] for s in stats])),
-                                     achievement_success),
-        achievement_success=achievement_success,
-        crafter_score=crafter_score(percent_rates(achievement_success)),
-        mean_episode_steps=float(np.mean([s["rollout/episode_steps"] for s in stats])),
-        mean_return=float(np.mean([r for _, r in results])),
-        deterministic=deterministic,
-        split=split,
-        macro_stats=_macro_stats(stats),
-        option_stats=_summed_stats(stats, "option/"),
-        traces=traces,
-    )
+    task = policy.task
+    report = EvalReport(**summarize(task, played), env_steps=policy.env_steps, deterministic=deterministic,
+                        split=split, seeds=list(seeds))
     if write:
         out_dir = run_dir / layout.EVAL_DIR
         out_dir.mkdir(exist_ok=True)
@@ -209,29 +322,6 @@ def evaluate(
             wandb_run = {"id": cfg.wandb_unique_id, "project": cfg.wandb_project}
         log_scalars(run_dir, scalars, report.env_steps, wandb_run)
     return report
-
-
-def _action_names(env) -> tuple[str, ...]:
-    """Primitive then macro action names of an evaluation env (the outermost wrapper that knows them)."""
-    from rlgpt.envs.crafter import ACTION_NAMES
-    from rlgpt.macro.runtime import MacroActionWrapper
-
-    while isinstance(env, gymnasium.Wrapper):
-        if isinstance(env, MacroActionWrapper):
-            return env.action_names
-        env = env.env
-    return tuple(ACTION_NAMES)
-
-
-def _describe_step(names: tuple[str, ...], action: int, info: dict) -> str:
-    name = names[action] if action < len(names) else str(action)
-    macro = info.get("macro")
-    if not macro:
-        return name
-    text = f"{name}[{macro['outcome']}, {macro['steps']} steps]"
-    if macro.get("diagnostic"):
-        text += f" ({macro['diagnostic'].get('message', '')[:80]})"
-    return text
 
 
 def _macro_stats(stats: list[dict]) -> dict[str, dict[str, float]]:

@@ -15,26 +15,31 @@ Factory's own GAE (to float32 rounding).
 
 `SMDPLearner` overrides `Learner._prepare_batch` (GAE and the time-out bootstrap with ``gamma^k_t``) and
 `Learner.train` (``env_steps`` grows by the exact sum of ``k`` over the batch, so ``train_for_env_steps``,
-checkpoints, FPS and every summary count primitive steps). The override copies Sample Factory 2.1.1's
-method, hence the version pin in `install`.
+checkpoints, FPS and every summary count primitive steps; a batch arriving once ``env_steps`` is past
+``train_for_env_steps`` is dropped untrained, so a training exceeds its budget by at most one batch). The
+override copies Sample Factory 2.1.1's method, hence the version pin in `install`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import torch
 from sample_factory.algo.learning import learner_worker
 from sample_factory.algo.learning.learner import Learner
-from sample_factory.algo.utils.misc import LEARNER_ENV_STEPS
+from sample_factory.algo.utils.misc import LEARNER_ENV_STEPS, POLICY_ID_KEY
 from sample_factory.algo.utils.tensor_dict import TensorDict, shallow_recursive_copy
+from sample_factory.cfg.arguments import cfg_dict
 from sample_factory.utils.dicts import iterate_recursively
-from sample_factory.utils.utils import log
+from sample_factory.utils.utils import experiment_dir, log
 from torch import Tensor
 
-from rlgpt import kernels
+from rlgpt import kernels, layout, rundir
 
 NUM_FRAMES_KEY = "num_frames"
 """Observation key holding the primitive steps of the transition that produced the observation."""
@@ -78,6 +83,59 @@ def batch_num_frames(obs: TensorDict, shape: torch.Size) -> Tensor:
     return obs[NUM_FRAMES_KEY][:, 1:, 0].float().clamp_min(1.0)
 
 
+class MarkSaver:
+    """Saves a copy of the policy the first time the run's step count (``rlgpt_mark_offset`` + the learner's
+    ``env_steps``) reaches each of ``rlgpt_marks`` (`rlgpt.config.TrainConfig.marks`), into
+    `rlgpt.layout.mark_dir`: the checkpoint (tensors on the CPU) and Sample Factory's config, so the
+    copy is a run directory `rlgpt.rl.evaluate.evaluate` reads like any other. A mark whose copy exists
+    (saved by an earlier, killed session) is kept as it is: it is the policy that crossed the mark."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.offset = int(getattr(cfg, "rlgpt_mark_offset", 0) or 0)
+        text = str(getattr(cfg, "rlgpt_marks", "") or "")
+        self.pending = sorted({int(m) for m in text.split(",") if m.strip()})
+        self.train_dir = Path(experiment_dir(cfg=cfg)) if self.pending else None
+
+    def due(self, env_steps: int) -> list[int]:
+        """The pending marks the run's count has reached at `env_steps` (removed from pending)."""
+        reached = [m for m in self.pending if self.offset + env_steps >= m]
+        self.pending = self.pending[len(reached):]
+        return reached
+
+    def save(self, env_steps: int, checkpoint: Callable[[], dict[str, Any]]) -> None:
+        """Save the copies of the marks reached at `env_steps`; `checkpoint` builds the checkpoint dict
+        (only called when a mark is due)."""
+        marks = self.due(env_steps)
+        if not marks or self.train_dir is None:
+            return
+        state = _to_cpu(checkpoint())
+        for mark in marks:
+            out = layout.mark_dir(self.train_dir, mark)
+            path = out / "checkpoint_p0" / f"checkpoint_{int(state['train_step']):09d}_{env_steps}.pth"
+            if list(path.parent.glob("checkpoint_*.pth")):
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            rundir.atomic_write_text(out / layout.SF_CONFIG, json.dumps(cfg_dict(self.cfg), indent=2))
+            rundir.write_json(out / layout.MARK_RECORD_JSON, {"mark": mark, "env_steps": env_steps,
+                                                               "run_steps": self.offset + env_steps})
+            # Written under a name `latest_checkpoint` skips, then renamed: a kill mid-save leaves no copy.
+            tmp = path.with_name("checkpoint_temp")
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+
+
+def _to_cpu(value: Any) -> Any:
+    """`value` (a checkpoint dict) with every tensor copied to the CPU."""
+    if isinstance(value, Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
 class SMDPLearner(Learner):
     """Sample Factory's learner with ``gamma^k`` discounting and primitive-step counting (see module doc)."""
 
@@ -89,6 +147,8 @@ class SMDPLearner(Learner):
         """Transitions (policy decisions) trained on, counting earlier sessions."""
         self._batch_frames = 0
         self._batch_decisions = 0
+        self.marks = MarkSaver(cfg)
+        """The budget marks this training saves a policy copy at."""
 
     def init(self):
         # In the learner process: the core `rlgpt.rl.train` kept free for it (getattr: older run configs).
@@ -110,12 +170,19 @@ class SMDPLearner(Learner):
 
     def train(self, batch: TensorDict) -> dict | None:
         before = self.env_steps
+        if before > self.cfg.train_for_env_steps:
+            # Past the budget (Sample Factory's own test: it ends once env_steps > train_for_env_steps), its
+            # rollout workers still deliver batches until it stops (two more were seen). They are dropped
+            # untrained, so a training ends at most one batch past its budget; the report (env_steps
+            # unchanged) lets the runner see the count and stop, also in a session resumed past the budget.
+            return {LEARNER_ENV_STEPS: self.env_steps, POLICY_ID_KEY: self.policy_id}
         stats = super().train(batch)
         if stats is not None:  # SF counted experience_size * frameskip; the exact count replaces it
             self.decisions += self._batch_decisions
             self.env_steps = before + self._batch_frames
             stats[LEARNER_ENV_STEPS] = self.env_steps
             stats[DECISIONS_KEY] = self.decisions
+            self.marks.save(self.env_steps, self._get_checkpoint_dict)
         return stats
 
     def _prepare_batch(self, batch: TensorDict) -> tuple[TensorDict, int, int]:

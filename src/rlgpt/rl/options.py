@@ -40,6 +40,36 @@ class _Tap(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class _Shared:
+    """One game's tap and its options' views (policy wrapper stacks over the tap), by policy directory.
+
+    Every option wrapper on a game, at any nesting depth (an option's policy has options of its own), uses
+    these: link k of a chain then has one view per earlier link instead of 2^(k-1). Sharing is safe because
+    a view is never re-entered: while option j runs, only options trained before j (never j) can run
+    inside it, and one game runs one option stack at a time."""
+
+    def __init__(self, task_env: TaskEnv) -> None:
+        self.tap = _Tap(task_env)
+        self.views: dict[Any, gym.Env] = {}
+
+    def view(self, policy: Any) -> gym.Env:
+        """`policy`'s wrapper stack over the tap (built on first use; `policy`'s network built for it)."""
+        key = getattr(policy, "policy_dir", None) or id(policy)
+        if key not in self.views:
+            self.views[key] = policy.wrap(self.tap)
+        else:
+            policy.build(self.views[key])
+        return self.views[key]
+
+
+def _shared(task_env: TaskEnv) -> _Shared:
+    """The game's `_Shared`, kept on the task env itself (it lives and dies with the game)."""
+    shared = task_env.__dict__.get("_rlgpt_option_views")
+    if shared is None:
+        shared = task_env.__dict__["_rlgpt_option_views"] = _Shared(task_env)
+    return shared
+
+
 def _task_env(env: gym.Env) -> TaskEnv:
     while not isinstance(env, TaskEnv):
         if not isinstance(env, gym.Wrapper):
@@ -78,9 +108,10 @@ class OptionActionWrapper(gym.Wrapper):
         self.n_inner = int(env.action_space.n)
         self.action_space = gym.spaces.Discrete(self.n_inner + len(policies))
         self.gamma, self.max_steps = gamma, max_steps
-        self.tap = _Tap(_task_env(env))
+        shared = _shared(_task_env(env))
+        self.tap = shared.tap
         self.policies = list(policies)
-        self.views = [p.wrap(self.tap) for p in self.policies]
+        self.views = [shared.view(p) for p in self.policies]
         self.names = [p.task for p in self.policies]
         self.goals = [TaskSpec.from_name(name).targets for name in self.names]
         self._episode: dict[str, float] = {}

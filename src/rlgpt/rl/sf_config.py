@@ -115,6 +115,9 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         "rlgpt_observation": ",".join(setup.observation),
         "rlgpt_learner_core": learner_core(cfg, backend),
         "rlgpt_batch_games": games,
+        # Budget marks the learner saves a policy copy at (`rlgpt.rl.learner.MarkSaver`).
+        "rlgpt_marks": ",".join(str(m) for m in sorted(set(cfg.marks))),
+        "rlgpt_mark_offset": cfg.mark_offset,
     }
 
 

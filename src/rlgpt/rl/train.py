@@ -14,6 +14,7 @@ import numpy as np
 from sample_factory.algo.runners.runner import AlgoObserver
 from sample_factory.train import make_runner
 
+from rlgpt import layout, rundir
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig, to_dict
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.files import load_macro_file
@@ -25,7 +26,6 @@ from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
 from rlgpt.rl.worker_boot import boot_trainer
 from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
-from rlgpt.run import layout, rundir
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -62,7 +62,7 @@ def _cores_without_the_learners(sf_cfg) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success: float | None = None):
+def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success: float = 0.0):
     class RolloutObserver(AlgoObserver):
         """Adds ``rollout/*`` scalars, appends metrics.csv and drives the progress line.
 
@@ -121,7 +121,7 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
             )
             self.logged_steps = env_steps
             success = runner.policy_avg_stats.get("rollout/success")
-            if stop_at_success is not None and success and len(success[0]) == success[0].maxlen:
+            if stop_at_success > 0 and success and len(success[0]) == success[0].maxlen:
                 if float(np.mean(success[0])) >= stop_at_success:
                     runner._stop_training()
 
@@ -131,15 +131,14 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
 def train(
     cfg: TrainConfig,
     extra_sf_argv: Sequence[str] = (),
-    stop_at_success: float | None = None,
     setup: EnvSetup = NO_SETUP,
 ) -> TrainResult:
     """Train (or resume) a run; returns when ``cfg.steps`` primitive (game) steps are done.
 
     Re-running with the same config resumes from the newest checkpoint in the run directory. Raises
     :class:`~rlgpt.rl.workers.WorkerDiedError` when a worker process dies (after stopping the run cleanly).
-    ``stop_at_success`` (benchmarks) ends the run early at the first metrics row whose rolling success over
-    a full window of episodes reaches it. ``setup`` is the LLM-written part of the env (dense reward,
+    ``cfg.stop_at_success`` ends it earlier, at the first metrics row whose rolling success over a full
+    window of episodes reaches it. ``setup`` is the LLM-written part of the env (dense reward,
     observation parts); ``extra_sf_argv`` Sample Factory flags beyond the config's (`build_sf_config`).
     """
     # Fail on a bad task name, macro file or backend before anything is created.
@@ -162,7 +161,7 @@ def train(
 
     metrics = MetricsLog(run_dir / layout.METRICS_CSV)
     progress = ProgressLine(cfg.steps)
-    observer = _make_observer(metrics, progress, stop_at_success)
+    observer = _make_observer(metrics, progress, cfg.stop_at_success)
     t0 = time.time()
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
@@ -177,7 +176,7 @@ def train(
         runner.policy_msg_handlers.setdefault(DECISIONS_KEY, []).append(observer.on_learner_report)
         status = runner.init()
         if status == 0:
-            watch = WorkerWatch(runner, run_dir)
+            watch = WorkerWatch(runner, run_dir, hang_s=cfg.macros.hang_seconds)
             deadline = StopDeadline(watch.processes, run_dir, cfg.stop_grace_sec,
                                     recorded_death=lambda: watch.death, stopping=lambda: runner.stopped,
                                     before_exit=progress.close)

@@ -10,7 +10,9 @@ Three layers, each cheap enough to be always on:
 - **Running-macro marker** (:class:`MacroMarker`, :class:`MarkRunningMacro`): each env worker keeps a
   fixed-size memory-mapped file ``RUN_DIR/.workers/<pid>`` saying which macro it is running. Its page
   survives the process, so when a worker dies the trainer can still tell which macro was running.
-- **Watch** (:class:`WorkerWatch`): a timer on the trainer's event loop notices a dead Sample Factory child,
+- **Watch** (:class:`WorkerWatch`): a timer on the trainer's event loop notices a dead Sample Factory child
+  (and kills an env worker whose marker says one macro call has run for ``macros.hang_seconds``: a hung
+  call, e.g. a loop that takes no game step, would otherwise stall the run at 0 FPS for good),
   stops the run the normal way (the learner saves a checkpoint if it is alive; metrics.csv rows are
   flushed as written) and :func:`rlgpt.rl.train.train` raises :class:`WorkerDiedError` naming the worker,
   how it died and the macro it was running. The same command resumes. Sample Factory 2.1.1 alone does not
@@ -33,6 +35,7 @@ import os
 import resource
 import shutil
 import signal
+import struct
 import sys
 import threading
 import time
@@ -44,11 +47,14 @@ from typing import Any
 import gymnasium as gym
 from signal_slot.signal_slot import EventLoopObject, Timer
 
+from rlgpt import layout
 from rlgpt.errors import RlgptError
-from rlgpt.run import layout
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1
+_SINCE = struct.Struct("<d")
+"""Bytes 1-8 of a marker: when the running macro call started (``time.monotonic``, system-wide on Linux)."""
+_NAME_AT = 1 + _SINCE.size
 
 
 def is_sf_child_process() -> bool:
@@ -108,7 +114,8 @@ def clear_markers(run_dir: str | os.PathLike) -> None:
 
 
 class MacroMarker:
-    """A worker process's marker: byte 0 says running/idle, then the macro name, NUL-terminated.
+    """A worker process's marker: byte 0 says running/idle, bytes 1-8 when the running call started, then
+    the macro name, NUL-terminated.
 
     Setting and clearing are writes into a shared memory mapping (no system call): well under a microsecond.
     """
@@ -126,11 +133,13 @@ class MacroMarker:
     @staticmethod
     def encode(name: str) -> bytes:
         """The bytes :meth:`running` writes for ``name`` (precomputed once per macro)."""
-        return name.encode()[: _MARKER_SIZE - 2] + b"\0"
+        return name.encode()[: _MARKER_SIZE - _NAME_AT - 1] + b"\0"
 
     def running(self, encoded_name: bytes) -> None:
-        """Mark a macro (from :meth:`encode`) as running; the name is in place before the flag is set."""
-        self._map[1 : 1 + len(encoded_name)] = encoded_name
+        """Mark a macro (from :meth:`encode`) as running since now; the name and start time are in place
+        before the flag is set."""
+        self._map[_NAME_AT : _NAME_AT + len(encoded_name)] = encoded_name
+        _SINCE.pack_into(self._map, 1, time.monotonic())
         self._map[0] = _RUNNING
 
     def idle(self) -> None:
@@ -143,6 +152,13 @@ class MacroMarker:
 
 def read_marker(path: str | os.PathLike) -> str | None:
     """The macro a marker says is running, ``""`` when idle, None when there is no (valid) marker."""
+    found = read_marker_since(path)
+    return None if found is None else found[0]
+
+
+def read_marker_since(path: str | os.PathLike) -> tuple[str, float] | None:
+    """The running macro and when its call started (``time.monotonic``); ``("", 0.0)`` when idle, None when
+    there is no (valid) marker."""
     try:
         data = Path(path).read_bytes()
     except OSError:
@@ -150,8 +166,8 @@ def read_marker(path: str | os.PathLike) -> str | None:
     if len(data) != _MARKER_SIZE:
         return None
     if data[0] != _RUNNING:
-        return ""
-    return data[1:].split(b"\0", 1)[0].decode(errors="replace")
+        return "", 0.0
+    return data[_NAME_AT:].split(b"\0", 1)[0].decode(errors="replace"), _SINCE.unpack_from(data, 1)[0]
 
 
 _process_marker: tuple[int, MacroMarker] | None = None
@@ -217,6 +233,8 @@ class WorkerDeath:
     """multiprocessing's exit code (negative: killed by that signal)."""
     macro: str | None
     """The macro it was running, ``""`` when none, None when it kept no marker (no macros configured)."""
+    hung_s: float = 0.0
+    """When the trainer killed it as hung: how long its macro call had run (seconds); 0 otherwise."""
 
     def describe(self, run_dir: str | os.PathLike) -> str:
         """The one-line error the run ends with."""
@@ -224,7 +242,9 @@ class WorkerDeath:
             self.process.split("_", 1)[0], "worker"
         )
         what = ""
-        if self.macro:
+        if self.hung_s:
+            what = f": killed as hung, a call of macro {self.macro!r} ran {self.hung_s:.0f} s without ending"
+        elif self.macro:
             what = f" while running macro {self.macro!r}"
         elif self.macro == "":
             what = " while no macro was running"
@@ -237,10 +257,14 @@ class WorkerDeath:
 class WorkerWatch(EventLoopObject):
     """Checks the runner's child processes every ``period_s`` on its event loop; stops the run on a death."""
 
-    def __init__(self, runner: Any, run_dir: str | os.PathLike, period_s: float = 1.0) -> None:
+    def __init__(self, runner: Any, run_dir: str | os.PathLike, period_s: float = 1.0,
+                 hang_s: float = 0.0) -> None:
         super().__init__(runner.event_loop, "rlgpt_worker_watch")
         self.runner = runner
         self.run_dir = Path(run_dir)
+        self.hang_s = float(hang_s)
+        self.hung: dict[int, float] = {}
+        """Pids this watch killed as hung, with how long their macro call had run."""
         self.death: WorkerDeath | None = None
         self.timer = Timer(runner.event_loop, period_s)
         self.timer.timeout.connect(self.check)
@@ -257,9 +281,10 @@ class WorkerWatch(EventLoopObject):
         for proc in self._processes():
             exitcode = proc.exitcode if not proc.is_alive() else None
             if exitcode is None:  # alive or not started yet
+                self._kill_if_hung(proc)
                 continue
             macro = read_marker(markers_dir(self.run_dir) / str(proc.pid))
-            self.death = WorkerDeath(proc.name, proc.pid, exitcode, macro)
+            self.death = WorkerDeath(proc.name, proc.pid, exitcode, macro, self.hung.get(proc.pid, 0.0))
             from sample_factory.utils.utils import log
 
             log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
@@ -267,6 +292,22 @@ class WorkerWatch(EventLoopObject):
             self.runner._stop_training(failed=True)
             self._release_batchers_of(proc)
             return
+
+    def _kill_if_hung(self, proc: Any) -> None:
+        """SIGKILL a live worker whose marker says one macro call has run for `hang_s` (the next check then
+        sees it dead and stops the run the usual way, naming the macro)."""
+        if not self.hang_s or proc.pid is None or proc.pid in self.hung:
+            return
+        found = read_marker_since(markers_dir(self.run_dir) / str(proc.pid))
+        if not found or not found[0]:
+            return
+        ran = time.monotonic() - found[1]
+        if ran >= self.hang_s:
+            self.hung[proc.pid] = ran
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def _stop_sending_to(self, proc: Any) -> None:
         """Drop the trainer's routes into the dead process's event-loop queue.

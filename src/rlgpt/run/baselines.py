@@ -2,31 +2,31 @@
 ``--mode code`` (the LLM writes the whole policy as one macro; played with no RL).
 
 Both write the same ``summary.json`` record as the loop (`rlgpt.run.records.result_record`), their steps
-counted as primitive (game) steps alike, so `rlgpt report` puts them side by side.
+counted as primitive (game) steps alike and by kind (ppo: train and test_eval; code: its probes and
+test_eval), so `rlgpt report` puts them side by side.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from rlgpt import layout
 from rlgpt.agents.common import describe_task
-from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.fast import FastAgent, probe_steps
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
-from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
+from rlgpt.envs.tasks import TaskSpec, make_task_env
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
-from rlgpt.rl.evaluate import TRACE_EPISODES, TRACE_STEPS, eval_seed
-from rlgpt.rl.score import crafter_score, percent_rates, success_measure
+from rlgpt.rl.evaluate import TRACE_EPISODES, eval_seeds, play_episode, summarize
 from rlgpt.rl.wrappers import EpisodeStats
-from rlgpt.run import layout
 from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.ledger import StepLedger
+from rlgpt.run.marks import eval_length, evaluate_marks, marks_record, marks_steps, run_marks, training_marks
 from rlgpt.run.records import job_record, result_record, step
 from rlgpt.tracking import LoopProgress
 
@@ -37,50 +37,84 @@ POLICY_MACRO = "policy"
 def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopProgress) -> dict[str, Any]:
     """Plain PPO on the task's reward, primitives only, the whole budget in one training."""
     progress.phase("train", 0, cfg.task)
+    offset = 0  # the run's count when the training starts (what its marks count from): nothing before it
     train = dataclasses.replace(cfg.train, task=cfg.task, steps=cfg.steps, seed=cfg.seed,
                                 run_dir=str(run_dir / layout.PPO_DIR / layout.TRAIN_DIR), eval_episodes=0,
-                                wandb=False)
+                                wandb=False, marks=training_marks(run_marks(cfg), offset), mark_offset=offset)
     trained = run_dir / layout.PPO_DIR / layout.TRAIN_DIR
-    job = TrainJob(train, eval_episodes=cfg.eval_episodes, eval_split="test")  # no selection: test
+    job = TrainJob(train, eval_episodes=cfg.eval_episodes, eval_episode_length=eval_length(cfg, cfg.task),
+                   eval_split="test")  # no selection: test
     evaluation = step(layout.training_record(run_dir / layout.PPO_DIR), lambda: job_record(executor.run(job)))
-    progress.used(evaluation["steps"])
+    ledger = StepLedger({"train": evaluation["steps"], "test_eval": evaluation.get("eval_steps", 0)})
+    progress.count(ledger)
+    by_kind = ledger.by_kind()  # the iteration's: the training and its test evaluation
+    # Every mark's saved policy on test seeds (marks past the training's end: its final test result).
+    if run_marks(cfg):
+        progress.phase("marks", 0, cfg.task)
+    marks = evaluate_marks(cfg, cfg.task, executor, [job], evaluation["report"] or {},
+                           offset + evaluation["steps"])
+    ledger.add("test_eval", marks_steps(marks))
     iterations = [{"index": 0, "dir": layout.PPO_DIR, "ok": evaluation["ok"],
                    "success_rate": evaluation["success_rate"], "steps": evaluation["steps"],
-                   "macros": [], "critic": ""}]
-    return result_record(cfg, cfg.task, "ppo", cfg.steps, evaluation["steps"], evaluation["report"] or {},
+                   "steps_by_kind": by_kind, "macros": [], "critic": ""}]
+    return result_record(cfg, cfg.task, "ppo", cfg.steps, ledger.by_kind(), evaluation["report"] or {},
                          iterations, best=layout.PPO_DIR if evaluation["ok"] else None,  # never a failed job
                          checkpoint=str(trained) if evaluation["ok"] else None,
-                         error=evaluation["error"])
+                         error=evaluation["error"], **marks_record(marks))
 
 
 def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgress) -> dict[str, Any]:
     """The LLM's code as the whole policy: one macro (written, repaired and probed like any other),
     called again and again until each evaluation episode ends; no RL."""
-    sub = policy_subaction(cfg.task)
+    sub = policy_subaction(cfg.task, cfg.agents.env_doc)
     progress.phase("fast", 0, cfg.task)
     code_dir = run_dir / layout.CODE_DIR
 
     def write() -> dict[str, Any]:
         choice = fast.write_macro(cfg.task, sub)
-        return {"source": None if choice.source is None else choice.source.code, **choice.to_dict()}
+        return {"source": None if choice.source is None else choice.source.code, **choice.to_dict(),
+                "steps_by_kind": {"probe": probe_steps([choice])}}
 
     written = step(code_dir / layout.FAST_JSON, write)
+    ledger = StepLedger(written.get("steps_by_kind", {}))
+    progress.count(ledger)
     progress.phase("eval", 0, cfg.task)
     evaluation = step(layout.training_record(code_dir), play_macro_policy, cfg, written["source"])
+    # The policy's episodes are the reported (test) evaluation: reported, not charged.
+    ledger.add("test_eval", evaluation["played_steps"])
+    progress.count(ledger)
     iterations = [{"index": 0, "dir": layout.CODE_DIR, "ok": evaluation["ok"],
-                   "success_rate": evaluation["success_rate"], "steps": 0,
+                   "success_rate": evaluation["success_rate"], "steps": 0, "steps_by_kind": ledger.by_kind(),
                    "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
-    return result_record(cfg, cfg.task, "code", cfg.steps, 0, evaluation["report"] or {}, iterations,
+    # No RL: the code is the policy at every mark (each mark carries its test result, source "final").
+    marks = evaluate_marks(cfg, cfg.task, None, [], evaluation["report"] or {}, 0)
+    return result_record(cfg, cfg.task, "code", cfg.steps, ledger.by_kind(), evaluation["report"] or {},
+                         iterations,
                          best=layout.CODE_DIR, played_steps=evaluation["played_steps"],
-                         error=evaluation["error"])
+                         error=evaluation["error"], **marks_record(marks))
 
 
-def policy_subaction(task: str) -> SubAction:
+def policy_subaction(task: str, env_doc: str = "full") -> SubAction:
     """What `--mode code` asks the fast agent for: the whole task as one macro, probed against its last
-    target."""
-    return SubAction(POLICY_MACRO, f"play the whole task: {describe_task(task)}; the function is called "
-                     "again each time it returns, until the episode ends", "code",
+    target (the task described at prompt-knowledge level `env_doc`)."""
+    return SubAction(POLICY_MACRO, f"play the whole task: {describe_task(task, env_doc)}; the function is "
+                     "called again each time it returns, until the episode ends", "code",
                      TaskSpec.from_name(task).targets[-1], "code-as-policy baseline")
+
+
+class MacroPolicy:
+    """One macro as the whole policy (an `rlgpt.rl.evaluate.EpisodePolicy`): it is called again each time it
+    returns."""
+
+    def __init__(self, action: int) -> None:
+        self.action = action
+        """The macro's index in the env's action space."""
+
+    def reset(self, slot: int) -> None:
+        """Nothing to reset: the macro's state lives in its call."""
+
+    def act(self, slots: Sequence[int], observations: Sequence[Any]) -> list[int]:
+        return [self.action] * len(slots)
 
 
 def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
@@ -90,66 +124,26 @@ def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
         return {"ok": False, "error": "the model's policy code never compiled", "success_rate": 0.0,
                 "played_steps": 0, "report": None}
     spec = TaskSpec.from_name(cfg.task)
-    length = cfg.train.env.episode_length or spec.episode_length
+    length = eval_length(cfg, cfg.task)
     env = EpisodeStats(MacroActionWrapper(make_task_env(spec, episode_length=length),
                                           [MacroSource(POLICY_MACRO, code)], gamma=cfg.train.ppo.gamma,
                                           max_macro_steps=length, seed=cfg.seed,
                                           max_time_share=cfg.train.macros.max_time_share,
                                           budget_grace_seconds=cfg.train.macros.budget_grace_seconds),
                      run_seed=cfg.seed)
-    results, traces, played, failures = [], [], 0, []
+    policy = MacroPolicy(env.action_space.n - 1)
+    played, failures = [], []
     contain = ContainLimits.from_config(cfg.train.macros)
-    for episode in range(cfg.eval_episodes):
+    seeds = eval_seeds("test", cfg.seed, cfg.eval_episodes)
+    for seed in seeds:
         # Each episode in a contained child (the code is the whole policy here): an episode whose process
         # runs out of memory or time, or dies, scores 0 and its diagnostic is reported; the run goes on.
-        out = run_contained(_play_episode, env, eval_seed("test", cfg.seed, episode), limits=contain)
-        if out.diagnostic is not None:
+        out = run_contained(play_episode, env, policy, seed, limits=contain)
+        if out.diagnostic is None:
+            played.append(out.value)
+        else:
             failures.append(str(out.diagnostic))
-            continue
-        stats, success, recent = out.value
-        played += int(stats["rollout/episode_steps"])
-        results.append(stats)
-        if not success and len(traces) < TRACE_EPISODES:
-            traces.append(" -> ".join(recent))
-    episodes = len(results) + len(failures)
-
-    def mean(key: str) -> float:  # failed episodes count as 0 (no success, no achievement)
-        return float(sum(s[key] for s in results) / episodes)
-
-    achievement_success = {a: mean(f"rollout/achievement/{a}") for a in ACHIEVEMENTS}
-    report = {
-        "task": cfg.task, "episodes": episodes, "env_steps": 0, "split": "test",
-        "success_rate": success_measure(cfg.task, mean("rollout/success"), achievement_success),
-        "achievement_success": achievement_success,
-        "crafter_score": crafter_score(percent_rates(achievement_success)),
-        "mean_episode_steps": float(np.mean([s["rollout/episode_steps"] for s in results] or [0.0])),
-        "macro_stats": {POLICY_MACRO: macro_totals(results)} if results else {},
-        "traces": traces,
-        "failed_episodes": failures[:TRACE_EPISODES],
-    }
-    return {"ok": True, "error": "", "success_rate": report["success_rate"], "played_steps": played,
+    report = {**summarize(cfg.task, played, failed=len(failures)), "env_steps": 0, "split": "test",
+              "seeds": seeds, "failed_episodes": failures[:TRACE_EPISODES]}
+    return {"ok": True, "error": "", "success_rate": report["success_rate"], "played_steps": report["steps"],
             "report": report}
-
-
-def _play_episode(env: Any, seed: int) -> tuple[dict[str, float], bool, list[str]]:
-    """One evaluation episode of the policy macro (called again each time it returns): the episode's
-    statistics, whether it succeeded, and the last calls' outcomes."""
-    env.reset(seed=seed)
-    recent: deque[str] = deque(maxlen=TRACE_STEPS)
-    while True:
-        _, _, terminated, truncated, info = env.step(env.action_space.n - 1)
-        macro = info["macro"]
-        recent.append(f"{POLICY_MACRO}[{macro['outcome']}, {macro['steps']} steps]")
-        if terminated or truncated:
-            break
-    return dict(info["episode_extra_stats"]), bool(info["success"]), list(recent)
-
-
-def macro_totals(episodes: list[dict[str, float]]) -> dict[str, float]:
-    """The policy macro's counters summed over episodes (mean_length over all calls)."""
-    prefix = f"macro/{POLICY_MACRO}/"
-    totals = {k[len(prefix):]: float(sum(e[k] for e in episodes)) for k in episodes[0]
-              if k.startswith(prefix) and k != prefix + "mean_length"}
-    steps = sum(e[prefix + "mean_length"] * e[prefix + "calls"] for e in episodes)
-    totals["mean_length"] = steps / totals["calls"] if totals.get("calls") else 0.0
-    return totals

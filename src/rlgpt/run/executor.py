@@ -1,7 +1,8 @@
 """Trainings go through one interface: a job (config in) -> a run directory and a result (out).
 
 `LocalExecutor` runs each job in a child process (``python -m rlgpt.run.executor JOB.json``): Sample Factory
-training, then the evaluation. A crash, a dead worker or a bad program in the job is a failed `JobResult`,
+training, then the evaluation (under the env workers' memory backstop: it runs the job's macros and reward
+in this child). A crash, a dead worker or a bad program in the job is a failed `JobResult`,
 not a dead loop; the child dies with the loop (SIGKILL included). A failed attempt is run again (up to
 ``RunConfig.job_attempts``), resuming its training from the newest checkpoint, or only evaluating again when
 the training had finished; every attempt is listed in ``attempts.json`` and its steps count. A cluster
@@ -18,13 +19,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlgpt import layout, rundir
 from rlgpt.config import EnvSetup, TrainConfig, to_dict, train_config_from_dict
 from rlgpt.procs import die_with_parent
-from rlgpt.run import layout, rundir
 from rlgpt.tracking import spent_steps
 
 
@@ -45,19 +48,35 @@ class TrainJob:
     eval_split: str = "validation"
     """Evaluation seed split (`rlgpt.rl.evaluate.SPLITS`): "validation" for what the loop selects on,
     "test" for the reported result."""
+    evaluate_only: bool = False
+    """Only evaluate the policy already in the run directory, never train (a budget mark's policy copy,
+    `rlgpt.run.marks`); a directory without a checkpoint is a failed job."""
+    eval_seed: int | None = None
+    """The run seed whose evaluation episodes are played (`rlgpt.rl.evaluate.eval_seed`); None = the
+    training's seed. An iteration's candidates train with seeds of their own but are all evaluated on the
+    run's episodes, so that they are compared (and the selected one tested) like one training."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``job.json``)."""
-        return {"config": to_dict(self.config), "reward_code": self.reward_code,
-                "observation": list(self.observation), "eval_episodes": self.eval_episodes,
-                "eval_episode_length": self.eval_episode_length, "eval_split": self.eval_split}
+        out = {"config": to_dict(self.config), "reward_code": self.reward_code,
+               "observation": list(self.observation), "eval_episodes": self.eval_episodes,
+               "eval_episode_length": self.eval_episode_length, "eval_split": self.eval_split,
+               "evaluate_only": self.evaluate_only}
+        if self.eval_seed is not None:
+            out["eval_seed"] = self.eval_seed
+        return out
+
+    def episodes_seed(self) -> int:
+        """The run seed of the evaluation's episodes (`eval_seed`, else the training's seed)."""
+        return self.config.seed if self.eval_seed is None else self.eval_seed
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainJob:
         """Inverse of to_dict."""
         return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
                    int(data["eval_episodes"]), data["eval_episode_length"],
-                   data.get("eval_split", "validation"))
+                   data.get("eval_split", "validation"), bool(data.get("evaluate_only", False)),
+                   data.get("eval_seed"))
 
     def env_setup(self) -> EnvSetup:
         """The training's env beyond the TrainConfig: the LLM's reward and observation."""
@@ -101,6 +120,11 @@ class Executor(Protocol):
         """Run `job` to completion (resuming its run directory if it holds an earlier attempt)."""
         ...
 
+    def run_many(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
+        """Run independent `jobs` (an iteration's candidates, each in its own run directory) to completion,
+        at the same time where the backend has room; their results in the order of `jobs`."""
+        ...
+
 
 class RetryingExecutor:
     """What every backend shares: a job's run directory and ``job.json``, up to `attempts` attempts (each
@@ -108,8 +132,20 @@ class RetryingExecutor:
     in ``attempts.json`` and its steps counted. A backend implements `_attempt`: run ``job.json`` once
     (``python -m rlgpt.run.executor``, which resumes by itself) and return its result."""
 
+    concurrent: bool = False
+    """Whether `run_many` runs its jobs at the same time (one thread each waiting on its job) or one after
+    another."""
+
     def __init__(self, attempts: int = 1) -> None:
         self.attempts = attempts
+
+    def run_many(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
+        """`run` on each job, each with its own attempts and resume: concurrently when the backend is
+        `concurrent`, else one after another."""
+        if not self.concurrent or len(jobs) < 2:
+            return [self.run(job) for job in jobs]
+        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="job") as pool:
+            return list(pool.map(self.run, jobs))
 
     def run(self, job: TrainJob) -> JobResult:
         run_dir = rundir.prepare_run_dir(job.config.resolved_run_dir()).resolve()
@@ -136,7 +172,9 @@ class RetryingExecutor:
 
 class LocalExecutor(RetryingExecutor):
     """Runs each job in a child Python process on this machine; a failed attempt is run again (up to
-    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat."""
+    `attempts` in all), resuming from the newest checkpoint, unless its failure would only repeat.
+    `run_many` runs its jobs one after another: a training already uses the machine's cores (its rollout
+    workers), and a small box (2 cores) has no room for two at once."""
 
     def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
         super().__init__(attempts)
@@ -186,7 +224,8 @@ def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
 
 def run_job(job: TrainJob) -> JobResult:
     """Train and evaluate in this process (what the child of `LocalExecutor` does). A run directory whose
-    training already finished (``trained.json`` for the same steps) is only evaluated."""
+    training already finished (``trained.json`` for the same steps), or an `evaluate_only` job's, is only
+    evaluated."""
     from sample_factory.algo.utils.misc import ExperimentStatus
 
     from rlgpt.errors import ConfigError
@@ -202,6 +241,12 @@ def run_job(job: TrainJob) -> JobResult:
     except Exception as exc:  # the same code fails the same way again: not worth another attempt
         return JobResult(str(run_dir), False, error=f"{type(exc).__name__}: {exc}",
                          extra={"retryable": False})
+    if job.evaluate_only:
+        cap_evaluation_memory(job)
+        report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
+                          seed=job.episodes_seed(), split=job.eval_split, write=False)
+        return JobResult(str(run_dir), True, 0, time.time() - t0, dataclasses.asdict(report),
+                         extra={"evaluated_steps": report.env_steps})
     trained = _finished_training(run_dir, job.config.steps)
     if trained is None:
         try:
@@ -218,10 +263,22 @@ def run_job(job: TrainJob) -> JobResult:
         trained = {"steps": job.config.steps, "env_steps": result.env_steps}
         rundir.write_json(run_dir / layout.TRAINED_JSON, trained)
         plot_learning_curves(run_dir)
+    cap_evaluation_memory(job)
     report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
-                      seed=job.config.seed, split=job.eval_split, write=job.eval_split == "validation")
+                      seed=job.episodes_seed(), split=job.eval_split, write=job.eval_split == "validation")
     return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0,
                      dataclasses.asdict(report))
+
+
+def cap_evaluation_memory(job: TrainJob) -> int | None:
+    """Apply the env workers' memory backstop (`rlgpt.rl.workers.set_memory_limit`, headroom
+    ``macros.memory_limit_mb``) to this process before it evaluates: the evaluation steps the job's macros
+    and dense reward here, not in a Sample Factory worker. Only for the job's own child process (a
+    process-wide limit would cap any other caller for good); set after training, so the training's
+    processes never inherit it. Returns the limit in bytes (None when disabled)."""
+    from rlgpt.rl.workers import set_memory_limit
+
+    return set_memory_limit(job.config.macros.memory_limit_mb)
 
 
 def _finished_training(run_dir: Path, steps: int) -> dict[str, Any] | None:

@@ -10,7 +10,11 @@ file exists is read instead of run (`step`). That is the whole resume story: a r
 (SIGKILL included) continues from its last completed step with the same command, and the response cache
 (``RUN/llm_cache``) answers the LLM calls of a step that was cut short.
 
-The files of ``RUN/`` are listed in `rlgpt.run.layout`.
+Every env step the run takes (probes, reward dry runs, chain prefixes, trainings, evaluations) is counted
+in `Loop.ledger` (`rlgpt.run.ledger`) as the step files report it, so a resumed run counts what it reads
+exactly as what it plays; ``--steps`` caps the charged total (`training_budget`).
+
+The files of ``RUN/`` are listed in `rlgpt.layout`.
 """
 
 from __future__ import annotations
@@ -22,17 +26,26 @@ from typing import Any
 
 import yaml
 
+from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.fast import FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
-from rlgpt.config import RunConfig
+from rlgpt.config import RunConfig, candidate_seed
 from rlgpt.macro.code_skills import code_skills
 from rlgpt.macro.prefix import save_pool
 from rlgpt.macro.probe import ProbeReport
-from rlgpt.run import layout, rundir
-from rlgpt.run.executor import Executor, TrainJob
+from rlgpt.run.executor import Executor, JobResult, TrainJob
+from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
+from rlgpt.run.marks import (
+    eval_length,
+    evaluate_marks,
+    marks_record,
+    marks_steps,
+    run_marks,
+    training_marks,
+)
 from rlgpt.run.records import job_record, result_record, step
 from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.tracking import LoopProgress
@@ -43,6 +56,17 @@ def feedback_text(feedback: dict[str, Any]) -> str:
     problems = "; ".join(feedback["problems"]) or "none"
     suggestions = "; ".join(feedback["suggestions"]) or "none"
     return f"Problems: {problems}\nSuggestions: {suggestions}"
+
+
+def training_budget(per_iteration: int, remaining: int, eval_bound: int) -> int:
+    """Primitive steps an iteration may train: its share of the budget (`RunConfig.iteration_budget`), but
+    no more than what `remaining` (the budget less every step counted so far, this iteration's probes and
+    reward checks included) leaves after its validation evaluation (`eval_bound`, the most steps that can
+    play); 0 when nothing is left. Sample Factory stops after the batch that reaches it, so a run's charged
+    steps exceed ``--steps`` by at most one training batch (`rlgpt.rl.learner.SMDPLearner` drops the
+    batches that arrive past a training's budget): ``batch_size`` decisions, so with macros the primitive
+    steps of their calls (1,310 for one 256-decision batch in the e2e test's run)."""
+    return max(0, min(per_iteration, remaining - eval_bound))
 
 
 @dataclasses.dataclass
@@ -62,14 +86,35 @@ class Loop:
         self.agents = agents
         self.executor = executor
         self.progress = progress
+        self.ledger = StepLedger()
+        """Every env step this run has taken so far, per kind (a planner's subtasks included); ``.used`` is
+        what the budget is charged, e.g. the offset of the steps of the training about to start."""
+
+    def count(self, kind: str, steps: int) -> None:
+        """Count `steps` env steps of `kind` in the ledger (and on the status line)."""
+        self.ledger.add(kind, steps)
+        self.progress.count(self.ledger)
+
+    def steps_counted(self) -> int:
+        """The run's primitive steps counted so far, charged to the budget (``self.ledger.used``: what
+        budget marks are measured in)."""
+        return self.ledger.used
 
     def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None,
-                 options: tuple[str, ...] = ()) -> dict[str, Any]:
+                 options: tuple[str, ...] = (), with_marks: bool = True) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record.
         Trainings start their episodes from `start_pool`'s states when given and have the stored policies in
-        `options` as actions (a chain's later subtask)."""
+        `options` as actions (a chain's later subtask). With `with_marks` the trainings save the run's
+        budget marks and the summary evaluates them (`rlgpt.run.marks`; a planner's subtasks do not)."""
         cfg = self.cfg
         per_iteration = cfg.iteration_budget(steps)
+        marks = run_marks(cfg, steps) if with_marks else ()
+        covered = self.steps_counted()  # the run's count where the last training ended
+        start = self.ledger.by_kind()
+
+        def remaining() -> int:
+            return steps - (self.ledger.used - charged(start))
+
         iterations: list[dict[str, Any]] = []
         slow_feedback = "none"
         index = 0
@@ -78,6 +123,10 @@ class Loop:
             decomposition: Decomposition | None = None
             fast_feedback = "none"
             for inner in range(cfg.max_inner):
+                if remaining() <= 0:  # the budget is spent: no new iteration
+                    done = True
+                    break
+                before = self.ledger.by_kind()
                 it_dir = layout.iteration_dir(run_dir, index)
                 self.progress.phase("slow", index, task)
                 slow = step(it_dir / layout.SLOW_JSON, self.slow_step, task, decomposition, slow_feedback)
@@ -88,11 +137,29 @@ class Loop:
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
                             fast_feedback)
                 reply = FastReply.from_dict(fast["reply"])
+                for kind, n in fast.get("steps_by_kind", {}).items():  # probes and reward dry runs
+                    self.count(kind, n)
 
+                # Each candidate trains an even share and plays its own validation evaluation.
+                candidates = cfg.train_candidates
+                budget = training_budget(per_iteration, remaining(),
+                                         candidates * self.eval_bound(task)) // candidates
+                if budget <= 0 and not layout.training_record(it_dir).is_file():
+                    # What the probes left cannot pay for a training and its evaluation: the run ends here.
+                    iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
+                                       "ok": False, "success_rate": 0.0, "steps": 0,
+                                       "steps_by_kind": self.ledger.since(before),
+                                       "macros": [m.name for m in reply.macros], "critic": "",
+                                       "stopped": "budget"})
+                    done = True
+                    break
                 self.progress.phase("train", index, task)
                 evaluation = step(layout.training_record(it_dir), self.train_step, it_dir, task, reply,
-                                  per_iteration, start_pool, options)
-                self.progress.used(evaluation["steps"])
+                                  budget, start_pool, options, training_marks(marks, covered),
+                                  self.steps_counted())
+                self.count("train", evaluation["steps"])
+                covered = self.steps_counted()
+                self.count("eval", evaluation.get("eval_steps", 0))
 
                 self.progress.phase("critic", index, task)
                 feedback = step(it_dir / layout.CRITIC_JSON, self.critic_step, task, index, decomposition,
@@ -100,7 +167,8 @@ class Loop:
 
                 iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
                                    "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
-                                   "steps": evaluation["steps"], "macros": [m.name for m in reply.macros],
+                                   "steps": evaluation["steps"], "steps_by_kind": self.ledger.since(before),
+                                   "macros": [m.name for m in reply.macros],
                                    "critic": feedback["target"],
                                    "fallbacks": {role: rec["fallback"] for role, rec in
                                                  (("slow", slow), ("fast_setup", fast), ("critic", feedback))
@@ -115,7 +183,12 @@ class Loop:
                 fast_feedback = feedback_text(feedback)
             if done:
                 break
-        return self.summarize(task, run_dir, steps, iterations)
+        return self.summarize(task, run_dir, steps, iterations, start, with_marks)
+
+    def eval_bound(self, task: str) -> int:
+        """The most primitive steps an iteration's validation evaluation can play: its episodes at the
+        evaluation's episode length (`rlgpt.run.marks.eval_length`)."""
+        return self.cfg.eval_episodes * eval_length(self.cfg, task)
 
     # -- the steps ---------------------------------------------------------------------------------
 
@@ -123,7 +196,8 @@ class Loop:
         """A new decomposition at the start of an outer iteration; later inner iterations carry it over."""
         if current is not None:
             return {"new": False, "feedback": feedback, "decomposition": current.to_dict()}
-        # A reply that never validates falls back to the recipe graph's decomposition (marked as such).
+        # A reply that never validates falls back to the recipe graph's decomposition (marked as such); under
+        # the prompt-knowledge ablation to RL on the task (`SlowAgent.decompose_or_fallback`).
         result = self.agents.slow.decompose_or_fallback(task, feedback)
         record = {"new": True, "feedback": feedback, "decomposition": result.decomposition.to_dict(),
                   "prompt": self.agents.slow.messages(task, feedback)}
@@ -132,7 +206,8 @@ class Loop:
         if result.cuts:
             record["prompt_cuts"] = result.cuts
         if result.fallback:
-            record.update(fallback=result.fallback, error=result.error)
+            record.update(fallback=result.fallback, error=result.error,
+                          env_doc=self.agents.slow.config.env_doc)
         return record
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
@@ -152,21 +227,47 @@ class Loop:
         return {"feedback": feedback, **result.to_dict()}
 
     def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int,
-                   start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
+                   start_pool: str | None = None, options: tuple[str, ...] = (), marks: tuple[int, ...] = (),
+                   mark_offset: int = 0) -> dict[str, Any]:
         """Train on the augmented action space (primitives, macros, `options`) with the LLM's reward,
-        observation and horizon (from `start_pool`'s states when given); evaluate."""
-        train = dataclasses.replace(self.cfg.train, task=task, steps=steps, seed=self.cfg.seed,
-                                    run_dir=str(it_dir / layout.TRAIN_DIR), eval_episodes=0, wandb=False,
-                                    options=options,
-                                    env=dataclasses.replace(self.cfg.train.env, episode_length=reply.horizon,
-                                                            start_pool=start_pool),
-                                    macros=dataclasses.replace(self.cfg.train.macros, file=None))
-        if reply.macros:
-            train.macros.file = str(it_dir / layout.MACROS_YAML)
-        job = TrainJob(train, reply.reward_code, reply.observation, self.cfg.eval_episodes,
-                       self.cfg.train.env.episode_length)
-        rundir.write_json(it_dir / layout.TRAIN_JOB_JSON, job.to_dict())
-        return job_record(self.executor.run(job))
+        observation and horizon (from `start_pool`'s states when given), saving the policy at the budget
+        `marks` the run's count (from `mark_offset`) reaches; evaluate at the task's episode length.
+
+        With ``train_candidates`` > 1 every candidate trains `steps` (its share) through
+        `Executor.run_many` (`candidate_jobs`) and the record is `candidates_record`'s."""
+        jobs = self.candidate_jobs(it_dir, task, reply, steps, start_pool, options, marks, mark_offset)
+        if len(jobs) == 1:
+            rundir.write_json(it_dir / layout.TRAIN_JOB_JSON, jobs[0].to_dict())
+            return job_record(self.executor.run(jobs[0]))
+        record = candidates_record(jobs, self.executor.run_many(jobs))
+        rundir.write_json(it_dir / layout.TRAIN_JOB_JSON, record["candidates"][record["selected"]]["job"])
+        return record
+
+    def candidate_jobs(self, it_dir: Path, task: str, reply: FastReply, steps: int,
+                       start_pool: str | None, options: tuple[str, ...], marks: tuple[int, ...],
+                       mark_offset: int) -> list[TrainJob]:
+        """One job per candidate (``train_candidates``): the same reply, `steps` each, candidate k's seed
+        (`rlgpt.config.candidate_seed`) and directory (`layout.candidate_dir`); every one evaluated on the
+        run's validation episodes. Budget marks: the ledger charges the candidates in the order k, so
+        candidate k counts from ``mark_offset + k * steps`` and saves the marks in its own window (candidate
+        0 also those passed since the previous training, as a single training does)."""
+        jobs = []
+        for k in range(self.cfg.train_candidates):
+            offset = mark_offset + k * steps
+            own_marks = tuple(marks) if k == 0 else tuple(m for m in marks if m > offset)
+            train = dataclasses.replace(self.cfg.train, task=task, steps=steps,
+                                        seed=candidate_seed(self.cfg.seed, k),
+                                        run_dir=str(layout.candidate_dir(it_dir, k)), eval_episodes=0,
+                                        wandb=False, options=options, marks=own_marks, mark_offset=offset,
+                                        env=dataclasses.replace(self.cfg.train.env,
+                                                                episode_length=reply.horizon,
+                                                                start_pool=start_pool),
+                                        macros=dataclasses.replace(self.cfg.train.macros, file=None))
+            if reply.macros:
+                train.macros.file = str(it_dir / layout.MACROS_YAML)
+            jobs.append(TrainJob(train, reply.reward_code, reply.observation, self.cfg.eval_episodes,
+                                 eval_length(self.cfg, task), eval_seed=None if k == 0 else self.cfg.seed))
+        return jobs
 
     def test_step(self, it_dir: Path) -> dict[str, Any] | None:
         """The selected iteration's policy evaluated once on test seeds (training is found finished and not
@@ -205,33 +306,48 @@ class Loop:
         plan = step(run_dir / layout.PLAN_JSON, lambda: planner.plan(
             task, library.describe(self.cfg.skill_threshold)).to_dict())
         subtasks = Plan.from_dict(plan["plan"]).subtasks
-        chain, used, parts = [], 0, []
+        start = self.ledger.by_kind()
+        chain, parts = [], []
         for i, sub in enumerate(subtasks):
             sub_dir = layout.subtask_dir(run_dir, i, sub.name)
+            before = self.ledger.by_kind()
             starts = {"pool": None, "steps": 0, "reached": 0, "episodes": 0}
             if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
                 starts = step(sub_dir / layout.START_POOL_JSON, self.start_step, chain, sub_dir)
+            self.count("prefix", starts["steps"])
             # The chain's macros so far that reached their goals are callable skills of this subtask's.
             self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
             # The chain's trained policies so far are actions (options) of this subtask's trainings.
             options = tuple(str(s.policy_dir) for s in chain) if self.cfg.chain_options else ()
+            # A subtask's share of the budget, no more than what the run has left.
+            share = min(steps // len(subtasks), steps - (self.ledger.used - charged(start)))
+            chosen = self.ledger.by_kind()
             choice = step(sub_dir / layout.SKILL_CHOICE_JSON, self.skill_step, sub.name, sub_dir,
-                          steps // len(subtasks), library, starts["pool"], options)
+                          share, library, starts["pool"], options)
+            # The subtask's steps as its record says (its loop counted them when it ran; a resumed run reads
+            # the record instead): the ledger is the same either way.
+            self.ledger.restore(chosen)
+            self.ledger.add_all(steps_by_kind(choice))
+            self.progress.count(self.ledger)
             skill = choice["skill"]
             if skill is not None:  # a subtask whose every training failed is left out of the chain
                 chain.append(Skill(**skill))
-            used += choice["steps"] + starts["steps"]
             parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
                           "ok": skill is not None, "success_rate": skill["success_rate"] if skill else 0.0,
                           "steps": choice["steps"], "prefix_steps": starts["steps"],
+                          "steps_by_kind": self.ledger.since(before),
                           "start_states": starts["reached"], "critic": "",
                           "macros": [m["name"] for m in (skill or {}).get("macros", [])]})
         self.progress.phase("chain", len(subtasks) - 1, task)
         evaluation = step(run_dir / layout.CHAIN_JSON, contained_run_chain, chain, task,
                           self.cfg.eval_episodes, self.cfg.train.env.episode_length, self.cfg.seed,
                           chain_limits(self.cfg.train.macros))
-        return result_record(self.cfg, task, "rlgpt", steps, used, evaluation, parts, best="chain",
-                             plan=[s.name for s in subtasks])
+        self.count("test_eval", evaluation.get("steps", 0))  # the chain on test episodes
+        # The chain is a policy of the task only once every link is trained: marks past its end carry its
+        # test result; earlier ones have no policy of the task to evaluate (and no entry).
+        marks = evaluate_marks(self.cfg, task, None, [], evaluation, self.ledger.used - charged(start), steps)
+        return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), evaluation, parts,
+                             best="chain", plan=[s.name for s in subtasks], **marks_record(marks))
 
     def start_step(self, chain: list[Skill], sub_dir: Path) -> dict[str, Any]:
         """The start states of the subtask after `chain`: its skills played from fresh worlds, the states
@@ -255,11 +371,13 @@ class Loop:
         with the stored policies in `options` as actions."""
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
-            return {"source": "library", "steps": 0, "skill": dataclasses.asdict(found)}
+            return {"source": "library", "steps": 0, "steps_by_kind": {}, "skill": dataclasses.asdict(found)}
         summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
-                       options)
+                       options, False)
+        by_kind = steps_by_kind(summary)
         if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
-            return {"source": "trained, failed", "steps": summary["steps_used"], "skill": None}
+            return {"source": "trained, failed", "steps": summary["steps_used"], "steps_by_kind": by_kind,
+                    "skill": None}
         best_dir = sub_dir / summary["best"]
         macros = measured_macros(best_dir)
         provenance = {"run_dir": str(sub_dir), "iteration": summary["best"],
@@ -268,35 +386,99 @@ class Loop:
         rate = summary.get("validation_success_rate", summary["success_rate"])
         if rate >= self.cfg.skill_threshold:
             skill = library.add(task, rate, summary["steps_used"], provenance,
-                                best_dir / layout.TRAIN_DIR, macros)
+                                selected_train_dir(best_dir), macros)
             source = "trained, stored"
         else:  # not good enough for the library, but the chain still tries it
             skill = Skill(task, rate, summary["steps_used"], provenance, macros,
-                          path=str(best_dir), policy=layout.TRAIN_DIR)
+                          path=str(best_dir), policy=selected_train_dir(best_dir).name)
             source = "trained, below threshold"
-        return {"source": source, "steps": summary["steps_used"], "skill": dataclasses.asdict(skill)}
+        return {"source": source, "steps": summary["steps_used"], "steps_by_kind": by_kind,
+                "skill": dataclasses.asdict(skill)}
 
-    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]]) -> dict:
+    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+                  start: dict[str, int], with_marks: bool = True) -> dict:
         """The result record: the best iteration (highest success, then the earliest) among those whose
-        training and evaluation finished (None when none did), and the budget used by all of them."""
+        training and evaluation finished (None when none did), every step counted since `start` (the
+        ledger when the loop began; the selected policy's test evaluation and the marks' included), and
+        (with `with_marks`) the test evaluations at the run's budget marks."""
         finished = [it for it in iterations if it.get("ok", True)]
         best = max(finished, key=lambda it: (it["success_rate"], -it["index"]), default=None)
-        used = sum(it["steps"] for it in iterations)
         if best is None:
-            return result_record(self.cfg, task, "rlgpt", steps, used, {}, iterations, best=None,
-                                 checkpoint=None)
+            marks = self.marks_step(task, run_dir, steps, iterations, {}, with_marks)
+            return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), {}, iterations,
+                                 best=None, checkpoint=None, **marks)
         best_dir = run_dir / best["dir"]
         validation = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
         # Selection above saw validation episodes only; the reported result is a fresh evaluation of the
         # selected policy on test episodes (validation's when the iteration predates kept jobs).
         test = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
+        self.count("test_eval", (test or {}).get("eval_steps", 0))
         report = (test or {}).get("report") or {}
         if not report:
             report = validation
-        return result_record(self.cfg, task, "rlgpt", steps, used, report, iterations, best=best["dir"],
-                             checkpoint=str(best_dir / layout.TRAIN_DIR),
+        marks = self.marks_step(task, run_dir, steps, iterations, report, with_marks)
+        return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), report, iterations,
+                             best=best["dir"],
+                             checkpoint=str(selected_train_dir(best_dir)),
                              validation_success_rate=float(validation.get("success_rate", 0.0)),
-                             test_error=(test or {}).get("error"))
+                             test_error=(test or {}).get("error"), **marks)
+
+    def marks_step(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+                   final: dict[str, Any], with_marks: bool = True) -> dict[str, Any]:
+        """``marks`` and ``steps_to_success``: every budget mark's policy (saved by the iteration's training
+        that crossed it) evaluated on test seeds, the `final` (reported) test result for marks the run never
+        reached; nothing when `with_marks` is off. The marks' test episodes count as ``test_eval``."""
+        if not with_marks:
+            return {}
+        if run_marks(self.cfg, steps):
+            self.progress.phase("marks", max(len(iterations) - 1, 0), task)
+        jobs, trained_until = [], 0
+        for it in iterations:
+            it_dir = run_dir / it["dir"]
+            record = (json.loads(layout.training_record(it_dir).read_text())
+                      if layout.training_record(it_dir).is_file() else {})
+            if record.get("candidates"):  # every candidate in the order k, each with its own window
+                for cand in record["candidates"]:
+                    job = TrainJob.from_dict(cand["job"])
+                    jobs.append(job)
+                    trained_until = max(trained_until, job.config.mark_offset + cand["steps"])
+                continue
+            try:
+                saved_job = (it_dir / layout.TRAIN_JOB_JSON).read_text()
+            except OSError:  # trained before jobs were kept (and marks): its steps are all it tells
+                trained_until += it["steps"]
+                continue
+            job = TrainJob.from_dict(json.loads(saved_job))
+            jobs.append(job)
+            trained_until = max(trained_until, job.config.mark_offset + it["steps"])
+        entries = evaluate_marks(self.cfg, task, self.executor, jobs, final, trained_until, steps)
+        self.count("test_eval", marks_steps(entries))
+        return marks_record(entries)
+
+
+def candidates_record(jobs: list[TrainJob], results: list[JobResult]) -> dict[str, Any]:
+    """``training.json`` of an iteration with several candidates: the selected candidate's `job_record`
+    (the best validation success among those that finished, ties to the lowest k; candidate 0 when none
+    did) with ``selected`` (its k) and ``candidates`` (each one's k, seed, dir, ok, error, steps,
+    eval_steps, validation success, and its job), except ``steps`` and ``eval_steps``, which are every
+    candidate's together: what the iteration cost, what the ledger charges."""
+    records = [job_record(r) for r in results]
+    selected = max(range(len(records)), key=lambda k: (records[k]["ok"], records[k]["success_rate"], -k))
+    return {**records[selected], "selected": selected,
+            "steps": sum(r["steps"] for r in records), "eval_steps": sum(r["eval_steps"] for r in records),
+            "candidates": [{"k": k, "seed": job.config.seed, "dir": r["run_dir"], "ok": r["ok"],
+                            "error": r["error"], "steps": r["steps"], "eval_steps": r["eval_steps"],
+                            "success_rate": r["success_rate"], "attempts": r["attempts"],
+                            "job": job.to_dict()}
+                           for k, (job, r) in enumerate(zip(jobs, records, strict=True))]}
+
+
+def selected_train_dir(it_dir: Path) -> Path:
+    """The training run directory of an iteration's selected candidate (``train/`` for an iteration of
+    one)."""
+    record = layout.training_record(it_dir)
+    selected = json.loads(record.read_text()).get("selected", 0) if record.is_file() else 0
+    return layout.candidate_dir(it_dir, int(selected))
 
 
 def measured_macros(it_dir: Path) -> list[dict[str, Any]]:

@@ -12,6 +12,9 @@ Ray's own task retries are off (``max_retries=0``): a lost worker (killed, OOM, 
 attempt of `RetryingExecutor.run`, which runs the job again from its newest checkpoint up to
 ``RunConfig.job_attempts`` times and records each attempt in ``attempts.json``, as locally.
 
+`RayExecutor.run_many` submits several jobs at once (an iteration's candidates, ``train_candidates``): each is
+its own Ray task, so they train concurrently on the cluster's workers, each with its own retries.
+
 The LLM never runs here: the loop and its model stay in the driver process; only trainings fan out.
 """
 
@@ -25,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlgpt import layout, rundir
 from rlgpt.config import ConfigError, RayConfig
 from rlgpt.procs import die_with_parent
-from rlgpt.run import layout, rundir
 from rlgpt.run.executor import JobResult, RetryingExecutor, TrainJob, attempt_result, job_argv
 
 
@@ -60,7 +63,11 @@ def run_attempt_on_worker(run_dir: str) -> dict[str, Any]:
 
 
 class RayExecutor(RetryingExecutor):
-    """Runs each job's attempts as tasks on a Ray cluster (`config.address`; None starts a private one)."""
+    """Runs each job's attempts as tasks on a Ray cluster (`config.address`; None starts a private one).
+    `run_many` submits every job at once (a driver thread per job, each running its own attempts), so an
+    iteration's candidates train concurrently on whichever workers have the resources."""
+
+    concurrent = True
 
     def __init__(self, config: RayConfig, attempts: int = 1) -> None:
         ray = require_ray()

@@ -7,10 +7,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rlgpt import layout, rundir
 from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
-from rlgpt.run import layout, rundir
 from rlgpt.run.executor import Executor, LocalExecutor
 from rlgpt.tracking import LoopProgress, log_to_wandb
 

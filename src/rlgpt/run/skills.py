@@ -8,8 +8,9 @@ Layout of the library directory (default ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlg
     <task>/<entry id>/policy/        config.json + the newest checkpoint of the training (a policy skill)
     .lock                            writers hold it (flock) while adding, so concurrent runs can share one
 
-`run_chain` plays a chain in one episode: each skill acts until its task's achievements are unlocked (its
-termination condition), then the next one takes over, on the same world.
+`ChainEnv` plays a chain in one episode: each skill acts until its task's achievements are unlocked (its
+termination condition), then the next one takes over, on the same world. `run_chain` evaluates a chain with
+the shared episode runner (`rlgpt.rl.evaluate.play_episodes`, `ChainPolicy` its adapter).
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ import shutil
 import sys
 import time
 import uuid
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium
-import numpy as np
 
+from rlgpt import layout, rundir
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.contain import ContainLimits, run_contained
+from rlgpt.rl.evaluate import action_names, eval_seeds, play_episode, play_episodes, summarize
 from rlgpt.rl.stored_policy import StoredPolicy
-from rlgpt.run import layout, rundir
 
 
 def default_skills_dir() -> Path:
@@ -166,60 +167,110 @@ class ChainBase(gymnasium.Wrapper):
         return self.env.reset(**kwargs)
 
 
-class SkillPolicy(StoredPolicy):
-    """A library skill's stored policy (`StoredPolicy` of its ``policy`` directory)."""
+class ChainEnv:
+    """Stored skill policies played in sequence as one episode, on one world: each stage is a skill's
+    policy behind its own wrappers (`StoredPolicy.wrap`), and hands over once its task's achievements are
+    all unlocked; the next stage continues on the same world.
 
-    def __init__(self, skill: Skill) -> None:
-        super().__init__(skill.policy_dir, skill.task)
-        self.skill = skill
+    The episode ends when the task env ends it, when the last stage reaches its goal (``end_reason``
+    "chain done"), or when a stage used `max_stage_decisions` decisions without reaching it. Its statistics
+    (``episode_extra_stats``) are ``chain/stages`` (stages whose goal was reached); the stages' own
+    statistics (each counts only its part of the episode) are dropped.
+    """
+
+    def __init__(self, policies: Sequence[StoredPolicy], make_env: Callable[[], gymnasium.Env],
+                 max_stage_decisions: int | None = None) -> None:
+        self.policies = list(policies)
+        self.make_env = make_env
+        """Builds a fresh task env for each episode (its reward and success are the episode's)."""
+        self.max_stage_decisions = max_stage_decisions
+        self.task_env: gymnasium.Env | None = None
+        self.stage = 0
+        """Stages whose goal was reached so far (the index of the stage playing)."""
+        self._env: Any = None
+        self._goals: tuple[str, ...] = ()
+        self._decisions = 0
+
+    @property
+    def policy(self) -> StoredPolicy:
+        """The stage playing now."""
+        return self.policies[self.stage]
+
+    @property
+    def action_names(self) -> tuple[str, ...]:
+        """The playing stage's action names, prefixed by its task."""
+        return tuple(f"{self.policy.task}:{name}" for name in action_names(self._env))
+
+    def reset(self, seed: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """A new world (from `seed`) and the first stage."""
+        self.task_env = self.make_env()
+        self._base = ChainBase(self.task_env)
+        self.stage = 0
+        return self._enter(seed)
+
+    def _enter(self, seed: int | None = None) -> tuple[Any, dict[str, Any]]:
+        self._env = self.policy.wrap(self._base)
+        self._goals = TaskSpec.from_name(self.policy.task).targets
+        self._decisions = 0
+        return self._env.reset(seed=seed) if seed is not None else self._env.reset()
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        info = {k: v for k, v in info.items() if k != "episode_extra_stats"}
+        self._decisions += 1
+        if all(info["achievements"].get(g, 0) > 0 for g in self._goals):
+            self.stage += 1
+            if not (terminated or truncated):
+                if self.stage == len(self.policies):
+                    truncated, info["end_reason"] = True, "chain done"
+                else:
+                    obs, _ = self._enter()
+        elif not (terminated or truncated) and self.max_stage_decisions is not None \
+                and self._decisions >= self.max_stage_decisions:
+            truncated, info["end_reason"] = True, f"stage {self.stage} out of decisions"
+        if terminated or truncated:
+            info["episode_extra_stats"] = {"chain/stages": float(self.stage)}
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        if self.task_env is not None:
+            self.task_env.close()
+
+
+class ChainPolicy:
+    """A chain's playing stage picks the action (an `rlgpt.rl.evaluate.EpisodePolicy` over `ChainEnv`s)."""
+
+    def __init__(self, chains: Sequence[ChainEnv]) -> None:
+        self.chains = list(chains)
+
+    def reset(self, slot: int) -> None:
+        """Nothing to reset: the chain env starts its first stage itself."""
+
+    def act(self, slots: Sequence[int], observations: Sequence[Any]) -> list[int]:
+        return [self.chains[slot].policy.act(obs) for slot, obs in zip(slots, observations, strict=True)]
+
+
+def _stored(skills: Sequence[Skill]) -> list[StoredPolicy]:
+    return [StoredPolicy(s.policy_dir, s.task) for s in skills]
 
 
 def run_chain(skills: Sequence[Skill], task: str, episodes: int, episode_length: int | None,
               seed: int = 0) -> dict[str, Any]:
-    """Play `skills` in sequence on `task` for `episodes` episodes; each skill hands over once its task's
-    achievements are all unlocked. Returns success on `task`, per-achievement rates, how far the chain got
-    and the last steps before failures."""
-    from rlgpt.envs.tasks import ACHIEVEMENTS, TaskSpec, make_task_env
-    from rlgpt.rl.evaluate import TRACE_EPISODES, TRACE_STEPS, eval_seed
+    """Play `skills` in sequence on `task` for `episodes` episodes (test seeds); each skill hands over once
+    its task's achievements are all unlocked. Returns success on `task`, per-achievement rates, how far the
+    chain got and the last steps before failures (`rlgpt.rl.evaluate.summarize` and the chain's fields)."""
+    from rlgpt.envs.tasks import make_task_env
 
     spec = TaskSpec.from_name(task)
-    policies = [SkillPolicy(s) for s in skills]
-    successes, stages, lengths, traces = [], [], [], []
-    unlocked_any = dict.fromkeys(ACHIEVEMENTS, 0.0)
-    for episode in range(episodes):
-        base = ChainBase(make_task_env(spec, episode_length=episode_length))
-        stage, steps, info = 0, 0, {"achievements": {}, "success": False}
-        recent: deque[str] = deque(maxlen=TRACE_STEPS)
-        ended = False
-        first = True
-        while stage < len(policies) and not ended:
-            policy = policies[stage]
-            env = policy.wrap(base)
-            obs, _ = env.reset(seed=eval_seed("test", seed, episode)) if first else env.reset()
-            first = False
-            goals = TaskSpec.from_name(policy.skill.task).targets
-            while True:
-                action = policy.act(obs)
-                obs, _, terminated, truncated, info = env.step(action)
-                steps += int(info.get("macro_steps", 1))
-                recent.append(f"{policy.skill.task}:{action}")
-                goal_done = all(info["achievements"].get(g, 0) > 0 for g in goals)
-                stage += int(goal_done)
-                if terminated or truncated:
-                    ended = True
-                if goal_done or ended:
-                    break
-        successes.append(float(info.get("success", False)))
-        stages.append(stage)
-        lengths.append(steps)
-        for name in ACHIEVEMENTS:
-            unlocked_any[name] += float(info["achievements"].get(name, 0) > 0) / episodes
-        if not info.get("success") and len(traces) < TRACE_EPISODES:
-            traces.append(" -> ".join(recent))
-    return {"task": task, "episodes": episodes, "success_rate": float(np.mean(successes)),
-            "achievement_success": unlocked_any, "mean_stages_completed": float(np.mean(stages)),
-            "mean_episode_steps": float(np.mean(lengths)), "chain": [s.task for s in skills],
-            "traces": traces}
+    seeds = eval_seeds("test", seed, episodes)
+    played = []
+    if skills:  # an empty chain (every subtask's training failed) plays nothing: it fails every episode
+        chain = ChainEnv(_stored(skills), lambda: make_task_env(spec, episode_length=episode_length))
+        played = play_episodes([chain], ChainPolicy([chain]), seeds)
+        chain.close()
+    return {**summarize(task, played, failed=len(seeds) - len(played)), "split": "test", "seeds": seeds,
+            "mean_stages_completed": sum(e.stats["chain/stages"] for e in played) / len(seeds),
+            "chain": [s.task for s in skills]}
 
 
 def _single_threaded(fn: Any, *args: Any) -> Any:
@@ -271,42 +322,29 @@ PREFIX_SEED_BASE = 7_000_000
 def chain_start_pool(skills: Sequence[Skill], size: int, max_steps: int, seed: int = 0,
                      max_episodes: int | None = None) -> dict[str, Any]:
     """Start states for the subtask after `skills`: play the skills in sequence from fresh worlds (as
-    `run_chain` does) and save the game (`CrafterEnv.snapshot`, exact) wherever every skill reached its goal
-    alive, until `size` states are saved or `max_episodes` (default ``4 * size``) were played.
+    `run_chain` does; each skill gets `max_steps` decisions to reach its goal) and save the game
+    (`CrafterEnv.snapshot`, exact) wherever every skill reached its goal alive, until `size` states are saved
+    or `max_episodes` (default ``4 * size``) were played.
 
     Returns ``{"states", "steps", "episodes", "reached"}``: ``steps`` counts every primitive step played
     (the run counts them against its budget as chain-prefix steps)."""
-    from rlgpt.envs.tasks import TaskSpec, make_task_env
+    from rlgpt.envs.tasks import make_task_env
 
-    policies = [SkillPolicy(s) for s in skills]
+    policies = _stored(skills)
+    # The task env never ends the episode before the chain does: the last skill's goal ends it at most.
+    spec = TaskSpec.from_name(skills[-1].task)
+    chain = ChainEnv(policies, lambda: make_task_env(spec, episode_length=max_steps * len(policies)),
+                     max_stage_decisions=max_steps)
     states: list[Any] = []
     steps = episodes = 0
     for episode in range(max_episodes or 4 * size):
         if len(states) >= size:
             break
         episodes += 1
-        # The task env never ends the episode before the chain does: the last skill's goal ends it at most.
-        task_env = make_task_env(TaskSpec.from_name(skills[-1].task),
-                                 episode_length=max_steps * len(policies))
-        base = ChainBase(task_env)
-        reached = 0
-        for policy in policies:
-            env = policy.wrap(base)
-            obs, _ = env.reset(seed=PREFIX_SEED_BASE + seed * 1000 + episode) if reached == 0 else env.reset()
-            goals = TaskSpec.from_name(policy.skill.task).targets
-            ended = False
-            for _ in range(max_steps):  # each skill gets `max_steps` decisions to reach its goal
-                obs, _, terminated, truncated, info = env.step(policy.act(obs))
-                steps += int(info.get("macro_steps", 1))
-                if all(info["achievements"].get(g, 0) > 0 for g in goals):
-                    reached += 1
-                    break
-                if terminated or truncated:
-                    ended = True
-                    break
-            if ended or reached < policies.index(policy) + 1:
-                break
-        crafter_env = task_env.env
-        if reached == len(policies) and crafter_env.crafter._player.health > 0:
+        played = play_episode(chain, ChainPolicy([chain]), PREFIX_SEED_BASE + seed * 1000 + episode)
+        steps += played.steps
+        crafter_env = chain.task_env.env
+        if chain.stage == len(policies) and crafter_env.crafter._player.health > 0:
             states.append(crafter_env.snapshot())
+    chain.close()
     return {"states": states, "steps": steps, "episodes": episodes, "reached": len(states)}

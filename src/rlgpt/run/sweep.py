@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlgpt import layout, rundir
 from rlgpt.config import RunConfig
 from rlgpt.errors import RlgptError
 from rlgpt.llm.types import Backend
-from rlgpt.run import layout, rundir
 from rlgpt.run.executor import Executor
 from rlgpt.run.report import result_table, write_report
 

@@ -11,8 +11,11 @@ A run directory of ``rlgpt run`` (``RUN/``)::
     iter_000/slow.json       the decomposition in effect
     iter_000/fast.json       the fast agent's reply, every macro candidate with its attempts and probe
     iter_000/macros.yaml     the kept macros;  reward.py: the dense reward;  probes.json: kept macros' probes
-    iter_000/train/          a training run directory (below)
-    iter_000/training.json   the training's outcome and its evaluation (was ``eval.json``; still read)
+    iter_000/train/          a training run directory (below); with ``train_candidates`` > 1 candidate 0's,
+    iter_000/train_cand_1/   ... and candidate K's (`candidate_dir`)
+    iter_000/training.json   the training's outcome and its evaluation (was ``eval.json``; still read); with
+                             several candidates the selected one's, and every candidate's in ``candidates``
+    iter_000/train_job.json  the (selected candidate's) training job, evaluated again on test seeds
     iter_000/critic.json     the critic's feedback and prompt
     plan.json                the planner's chain of subtasks (long-horizon tasks)
     sub_00_<task>/           a subtask: skill.json (the skill chosen) and, when trained, a loop's files;
@@ -25,14 +28,24 @@ A training run directory (``rlgpt train``, ``iter_N/train/``) is Sample Factory'
 ``learning_curves.png``, ``eval/eval.json`` + ``eval/eval_success.png`` + ``eval/eval_crafter.png`` (the
 Crafter paper's per-achievement chart with the score) (`rlgpt eval`), and, when the
 executor runs it, ``job.json``, ``result.json``, ``trained.json`` and ``attempts.json`` (and, on Ray,
-``ray_worker.json``).
+``ray_worker.json``), and ``marks/<steps>/`` for each budget mark it crossed (`mark_dir`: the policy at
+that mark, ``mark.json``, and after the run its test evaluation ``test.json``).
 
 A sweep directory (``rlgpt sweep --out OUT``)::
 
     <task>-<mode>-s<seed>/   one ordinary run directory per cell (above)
     sweep.json               the cells, each one's state (done, failed, error) and the report's files
     .sweep.lock              held (flock) by the sweep running it
-    report/                  results.md, results.png, iterations.png (`rlgpt report` over the done cells)
+    report/                  `rlgpt report` over the done cells (below)
+
+`rlgpt report --out OUT`::
+
+    results.md               Table 2, steps to success, steps by kind, the Crafter section, the runs
+    results.png              Table 2 as an image
+    success_vs_steps.png     test success vs primitive steps from the budget marks (when runs have them)
+    iterations.png           each run's validation success per loop iteration
+    crafter.png              the Crafter paper's per-achievement chart (runs of the benchmark task)
+    wandb/                   with --wandb: the W&B run of the same tables and images
 
 A skill library (`rlgpt.run.skills`)::
 
@@ -61,6 +74,8 @@ MACROS_YAML = "macros.yaml"
 REWARD_PY = "reward.py"
 PROBES_JSON = "probes.json"
 TRAIN_DIR = "train"
+CANDIDATE_DIR = "train_cand_{k}"
+"""Candidate K's (K >= 1) training run directory in an iteration (`candidate_dir`)."""
 TRAINING_JSON = "training.json"
 """An iteration's training outcome and evaluation (`rlgpt.run.records.job_record`)."""
 LEGACY_TRAINING_JSON = "eval.json"
@@ -83,6 +98,9 @@ CODE_DIR = "code"
 TABLE_MD = "results.md"
 TABLE_PNG = "results.png"
 CURVES_PNG = "iterations.png"
+"""`rlgpt report`'s per-iteration (validation) success of each run."""
+MARKS_PNG = "success_vs_steps.png"
+"""`rlgpt report`'s test success vs primitive steps per task, one line per mode, from the budget marks."""
 CRAFTER_PNG = "crafter.png"
 """`rlgpt report`'s Crafter paper per-achievement chart with the score (runs of the benchmark task)."""
 SWEEP_JSON = "sweep.json"
@@ -111,6 +129,10 @@ ATTEMPTS_JSON = "attempts.json"
 """The executor's earlier attempts of a job (each failed child: its error and the steps it trained)."""
 RAY_WORKER_JSON = "ray_worker.json"
 """The Ray worker running the job's current attempt (pid, node) with ``--executor ray``."""
+MARKS_DIR = "marks"
+"""A training's budget-mark policy copies (`mark_dir`), each an evaluable run directory of its own."""
+MARK_RECORD_JSON = "mark.json"
+"""Written beside a mark's copy when it is saved: the mark, the training's own and the run's step counts."""
 
 # -- a skill library ------------------------------------------------------------------------------------
 SKILL_JSON = "skill.json"
@@ -123,9 +145,23 @@ def iteration_dir(run_dir: Path, index: int) -> Path:
     return run_dir / f"iter_{index:03d}"
 
 
+def candidate_dir(it_dir: Path, k: int) -> Path:
+    """The training run directory of an iteration's candidate `k` (`RunConfig.train_candidates`):
+    `TRAIN_DIR` for candidate 0 (a run of one candidate is laid out as before), ``train_cand_K`` for
+    K >= 1."""
+    return it_dir / (TRAIN_DIR if k == 0 else CANDIDATE_DIR.format(k=k))
+
+
 def subtask_dir(run_dir: Path, index: int, task: str) -> Path:
     """The directory of the planner's subtask `index`."""
     return run_dir / f"sub_{index:02d}_{task}"
+
+
+def mark_dir(train_dir: Path, mark: int) -> Path:
+    """Where a training saves its policy at budget mark `mark` (run steps): ``config.json`` (Sample
+    Factory's), ``checkpoint_p0/checkpoint_*.pth``, `MARK_RECORD_JSON`; its test evaluation adds
+    `TEST_JSON` and the executor's ``job.json``/``result.json``/``attempts.json``."""
+    return train_dir / MARKS_DIR / str(mark)
 
 
 def training_record(it_dir: Path) -> Path:

@@ -1,5 +1,5 @@
 """Run directories: creating one, locking it, and crash-safe writes (the file names are in
-`rlgpt.run.layout`)."""
+`rlgpt.layout`)."""
 
 from __future__ import annotations
 

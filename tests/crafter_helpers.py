@@ -1,4 +1,7 @@
-"""Shared helpers for the Crafter env tests (plain functions, no fixtures with global effects)."""
+"""Shared helpers for the tests that play Crafter (plain functions, no fixtures with global effects).
+
+Every test folder imports it as ``crafter_helpers``: pytest puts tests/ on ``sys.path`` for tests/conftest.py.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,33 @@ import numpy as np
 from crafter import constants
 
 from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, in_world_order
+
+_CHOP_BODY = """
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+"""
+
+
+def chop_source(name: str = "chop", steps: int | None = None) -> str:
+    """Source of macro ``name`` in the style the fast agent writes (the public `GameAPI` only): walk to the
+    nearest visible tree and hit it, moving at random while none is visible or no path reaches it.
+
+    It ends once the inventory holds one more wood, or with ``steps``, after that many actions."""
+    loop = (f"for attempt in range({steps}):" if steps is not None
+            else 'start = game.inventory["wood"]\n    while game.inventory["wood"] <= start:')
+    return f"\ndef {name}(game):\n    {loop}{_CHOP_BODY}"
+
+
+def fenced(code: str) -> str:
+    """``code`` as a model's reply: one fenced python block."""
+    return f"```python\n{code.strip()}\n```"
+
 
 _DIRECTIONS: tuple[tuple[int, int], ...] = tuple(step for step, _ in DIRECTIONS)
 
