@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from loop_helpers import SMOKE, assert_error_line, cli, wait_for
 
+from rlgpt import layout
 from rlgpt.config import load_run_config
-from rlgpt.run import layout
 from rlgpt.run.executor import LocalExecutor, TrainJob
 from rlgpt.tracking import read_metrics
 
@@ -32,7 +32,9 @@ IN_NETNS = "RLGPT_TEST_IN_NETNS"
 PORT = 6390
 """The head node's port: free in any fresh namespace, whatever other clusters run on this machine."""
 ADDRESS = f"127.0.0.1:{PORT}"
-RAY = str(Path(sys.executable).parent / "ray")
+RAY = [sys.executable, str(Path(sys.executable).parent / "ray")]
+"""The ``ray`` CLI run by this interpreter (its script's shebang may name another one, in a copied venv):
+the cluster's workers then run this interpreter and import this checkout's rlgpt."""
 
 
 def in_netns(test):
@@ -62,7 +64,7 @@ def cluster():
         yield None
         return
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    subprocess.run([RAY, "start", "--head", f"--port={PORT}", "--num-cpus=2", "--include-dashboard=false",
+    subprocess.run([*RAY, "start", "--head", f"--port={PORT}", "--num-cpus=2", "--include-dashboard=false",
                     "--disable-usage-stats", f"--temp-dir={temp}"], check=True, capture_output=True)
     try:
         yield ADDRESS
@@ -71,7 +73,7 @@ def cluster():
 
         if ray.is_initialized():
             ray.shutdown()
-        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        subprocess.run([*RAY, "stop", "--force"], capture_output=True)
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -193,7 +195,7 @@ def test_a_killed_sweep_driver_resumes_without_redoing_finished_cells(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     record = json.loads((out / layout.SWEEP_JSON).read_text())
     assert [(c["state"], c["resumed"]) for c in record["cells"]] == [("done", False), ("done", True)]
-    assert "| collect_wood |" in proc.stdout and "2 seeds" in proc.stdout
+    assert "| collect_wood |" in proc.stdout and "n=2" in proc.stdout  # two seeds in the Table 2 cell
     # The finished cell was read, not run again ...
     summary = first.parent.parent / layout.SUMMARY_JSON
     assert summary.read_text() == done_before and summary.stat().st_mtime_ns == mtime
@@ -208,3 +210,42 @@ def test_a_sweep_with_a_bad_cell_config_fails_before_running(tmp_path: Path) -> 
                "--config", SMOKE)
     assert_error_line(proc, "mode must be one of")
     assert not (tmp_path / "s" / layout.SWEEP_JSON).exists()
+
+
+@pytest.mark.slow
+@in_netns
+def test_an_iterations_candidates_train_as_concurrent_ray_tasks(tmp_path: Path, cluster) -> None:
+    from test_candidates import assert_candidates_trained, prefill_iteration
+
+    from rlgpt.run.runner import run
+
+    run_dir = tmp_path / "run"
+    cfg = cell_config(run_dir, "steps=4096", "success_threshold=0", "train_candidates=2", "eval_marks=[]",
+                      "llm.replay_only=true", f"llm.cache_dir={run_dir / 'llm_cache'}")
+    it = prefill_iteration(run_dir)
+    dirs = [layout.candidate_dir(it, k) for k in (0, 1)]
+    outcome: dict = {}
+    loop = threading.Thread(target=lambda: outcome.update(summary=run(cfg)))
+    loop.start()
+    overlapped: list[set[int]] = []
+
+    def in_flight() -> bool:
+        """Both candidates' Ray tasks started and neither has its result yet (a task writes its worker
+        record when it starts and the job's result.json when it ends)."""
+        return all((d / layout.RAY_WORKER_JSON).is_file() and not (d / layout.RESULT_JSON).is_file()
+                   for d in dirs)
+
+    def workers_in_flight() -> set[int]:
+        """The Ray workers running the two trainings, read while both run: the selected candidate's test
+        evaluation later runs in its directory too, on whichever worker is free, and rewrites its record."""
+        return {json.loads((d / layout.RAY_WORKER_JSON).read_text())["pid"] for d in dirs}
+
+    try:
+        # Run one after another, the first candidate's result would exist before the second task starts.
+        wait_for(lambda: (in_flight() and not overlapped.append(workers_in_flight())) or not loop.is_alive(),
+                 "both candidates' Ray tasks in flight, or the loop's end")
+    finally:
+        loop.join()
+    assert overlapped, "the candidates never trained at the same time"
+    assert len(overlapped[0]) == 2, overlapped  # two Ray worker processes, one per candidate
+    assert_candidates_trained(run_dir, outcome["summary"], cfg)
