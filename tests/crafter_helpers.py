@@ -85,3 +85,16 @@ def stand_facing(env: CrafterEnv, material: str) -> tuple[int, int]:
                 player.facing = (dx, dy)
                 return target
     raise LookupError(f"no reachable {material} cell in this world")
+
+
+def played_starts(links, seeds=(3, 4), task: str = "make_wood_pickaxe") -> list:
+    """Start states after the chain prefix `links` (`rlgpt.macro.prefix.PrefixLink`s), one per seed, played
+    on real worlds by `PrefixStart` (each reaching every link's goal)."""
+    from rlgpt.envs.tasks import make_task_env
+    from rlgpt.macro.prefix import PrefixStart
+
+    env = PrefixStart(make_task_env(task), links, pool_size=len(seeds))
+    for seed in seeds:
+        _, info = env.reset(seed=seed)
+        assert info["prefix_ok"], f"the prefix missed a goal on seed {seed}"
+    return env.pool

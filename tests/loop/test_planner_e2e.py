@@ -12,6 +12,7 @@ from loop_helpers import SMOKE, cli
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
+from rlgpt.macro.prefix import StartSummary
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,13 @@ def test_a_small_planner_run_completes_with_the_real_model(tmp_path: Path) -> No
             # A later link trained with the earlier link's policy as an option.
             config = json.loads(next(sub_dir.glob("iter_*/train/config.json")).read_text())
             assert config["rlgpt_options"]
+        pool_record = sub_dir / "start_pool.json"
+        starts = json.loads(pool_record.read_text()) if pool_record.is_file() else {}
+        if choice["source"] != "library" and starts.get("pool"):
+            # The link's agents were told where its episodes start (the pool's summary), not a fresh world.
+            start = StartSummary.from_dict(starts["start"])
+            slow = json.loads((sub_dir / "iter_000" / "slow.json").read_text())
+            assert any(start.describe() in m["content"] for m in slow["prompt"])
     chain = json.loads((run_dir / "chain.json").read_text())
     assert chain["episodes"] == 4 and 0.0 <= chain["success_rate"] <= 1.0
     # Every step counted, by kind: the subtasks' (chain prefixes, probes, trainings, evaluations) and the

@@ -9,12 +9,14 @@ import random
 
 import numpy as np
 import pytest
+from crafter_helpers import played_starts
 
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.envs.tasks import make_task_env
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import MacroSource, compile_macro
-from rlgpt.macro.prefix import PrefixLink, PrefixStart
+from rlgpt.macro.prefix import PrefixLink, PrefixStart, StartSummary
+from rlgpt.macro.probe import probe_macro
 from rlgpt.macro.runtime import run_macro
 
 WOOD = compile_macro(MacroSource("wood", 'def wood(game):\n    yield from game.collect("wood", 3)\n'))
@@ -152,3 +154,34 @@ def test_a_bad_pool_file_is_a_value_error_naming_it(tmp_path, content) -> None:
         load_pool(path)
     with pytest.raises(ValueError, match="links to play or a pool"):
         PrefixStart(make_task_env("collect_wood"))
+
+
+def test_a_start_summary_is_what_every_start_state_has() -> None:
+    states = played_starts(LINKS)
+    # One state holds an extra pickaxe and more wood: only what both hold, at the smaller count, counts.
+    states[1].player.inventory["wood_pickaxe"] = 1
+    states[1].player.inventory["wood"] += 4
+    states[1].player.achievements["make_wood_pickaxe"] = 1
+    summary = StartSummary.of(states)
+    assert summary.unlocked == ("collect_wood", "place_table")
+    wood = min(s.player.inventory["wood"] for s in states)
+    # Vitals (health, food, drink, energy) are not items.
+    assert summary.inventory == ((("wood", wood),) if wood else ())
+    assert "collect_wood, place_table" in summary.describe()
+    assert StartSummary.from_dict(summary.to_dict()) == summary
+    with pytest.raises(ValueError):
+        StartSummary.of([])
+
+
+def test_a_probe_from_start_states_starts_in_them() -> None:
+    states = played_starts(LINKS)
+    look = compile_macro(MacroSource("look", "def look(game):\n    yield 'noop'\n"))
+    fresh = probe_macro(look, seeds=(0, 1, 2), goal="place_table")
+    started = probe_macro(look, seeds=(0, 1, 2), goal="place_table", starts=states)
+    assert all(c.before.achievements.get("place_table", 0) == 0 for c in fresh.calls)
+    # Episode j restores state j modulo their number: the table placed, its position and inventory kept.
+    for j, call in enumerate(started.calls):
+        state = states[j % len(states)]
+        assert call.before.achievements["place_table"] == 1
+        assert call.before.pos == tuple(int(v) for v in state.player.pos)
+        assert call.before.inventory == {k: v for k, v in state.player.inventory.items() if v}

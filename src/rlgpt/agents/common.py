@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 from rlgpt.agents.api_doc import api_reference
 from rlgpt.agents.envdoc import actions_only, crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import ENV_DOC_LEVELS
+
+if TYPE_CHECKING:
+    from rlgpt.macro.prefix import StartSummary
 
 
 def check_env_doc(env_doc: str) -> None:
@@ -60,11 +64,15 @@ def knowledge_values(template: str, env_doc: str = "full", examples: bool = True
     return {}
 
 
-def describe_task(task: str, env_doc: str = "full") -> str:
+def describe_task(task: str, env_doc: str = "full", start: StartSummary | None = None) -> str:
     """A task name ("collect_wood", "a+b") as an instruction, followed (at `env_doc` ``full`` only) by what
     it takes from the recipes (`requirement_lines`: prerequisites in order, materials consumed). The
     Crafter benchmark task (`rlgpt.envs.tasks.BENCHMARK_TASK`) is "unlock as many achievements as you
-    can" with the achievements' names (its definition, at every level)."""
+    can" with the achievements' names (its definition, at every level).
+
+    A chain's later subtask starts where the skills before it left off (`start`, the summary of its start
+    states): the instruction says what the episode starts with (at every level: it is the episode, not
+    recipe knowledge), and the recipe lines leave out what is already done."""
     from rlgpt.envs.tasks import ACHIEVEMENTS, BENCHMARK_TASK
 
     if task.strip() == BENCHMARK_TASK:
@@ -79,9 +87,13 @@ def describe_task(task: str, env_doc: str = "full") -> str:
     else:
         goal = f"unlock all of these achievements in one episode: {', '.join(targets)}"
     check_env_doc(env_doc)
+    if start is not None:
+        goal = f"{goal}\n{start.describe()}"
     if env_doc != "full":
         return goal
-    return f"{goal}\nWhat it takes, from the recipes above:\n{requirement_lines(targets)}"
+    unlocked, inventory = (start.unlocked, dict(start.inventory)) if start is not None else ((), None)
+    lines = requirement_lines(targets, unlocked, inventory)
+    return f"{goal}\nWhat it takes, from the recipes above:\n{lines}"
 
 
 def render_decomposition(decomposition: Decomposition | None) -> str:

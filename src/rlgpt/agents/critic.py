@@ -24,6 +24,7 @@ from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 from rlgpt.macro.diagnostics import Diagnostic
+from rlgpt.macro.prefix import StartSummary
 from rlgpt.macro.probe import ProbeReport
 
 ROLE = "critic"
@@ -86,6 +87,10 @@ class Critic:
     def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
         self.client = client
         self.config = config or AgentConfig()
+        self.start: StartSummary | None = None
+        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
+        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
+        sets it per subtask."""
 
     def prompt(self, task: str, iteration: int, decomposition: Decomposition | None,
                probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,
@@ -95,7 +100,8 @@ class Critic:
         limit = self.config.critic_max_chars
         probe_text = "\n".join(p.render() for p in probes) or "(no macros probed)"
         return RolePrompt(ROLE, {
-            **documentation(env_doc=self.config.env_doc), "task": describe_task(task, self.config.env_doc),
+            **documentation(env_doc=self.config.env_doc),
+            "task": describe_task(task, self.config.env_doc, self.start),
             "iteration": str(iteration),
             "decomposition": render_decomposition(decomposition),
             "probes": bounded(probe_text, int(limit * 0.40)),

@@ -9,6 +9,7 @@ documents the game; it is not a plan for any task.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -166,18 +167,46 @@ def prerequisite_chain(goals: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def requirement_lines(goals: list[str] | tuple[str, ...]) -> str:
-    """What unlocking `goals` takes, from crafter's recipes: every prerequisite achievement in an order
-    that works, each with its recipe line, and how much of each collected material the chain consumes
-    (the inventory starts empty). The same text for any achievement: it restates the rules for the task at
-    hand, which a small model does not derive from the full rules on its own."""
-    chain = prerequisite_chain(goals)
+def _consumed(chain: Iterable[str]) -> dict[str, int]:
+    """How much of each item the place/make achievements of `chain` use up."""
     consumed: dict[str, int] = {}
     for achievement in chain:
         kind, _, name = achievement.partition("_")
         recipe = {"place": constants.place, "make": constants.make}.get(kind, {}).get(name, {})
         for item, n in recipe.get("uses", {}).items():
             consumed[item] = consumed.get(item, 0) + n
+    return consumed
+
+
+def remaining_chain(goals: list[str] | tuple[str, ...], unlocked: Iterable[str] = (),
+                    inventory: Mapping[str, int] | None = None) -> tuple[str, ...]:
+    """`prerequisite_chain(goals)` for an episode that starts with achievements `unlocked` and items in
+    `inventory` (a chain's later subtask): an unlocked achievement is left out, except a goal itself and a
+    collecting step whose material the rest of the chain still uses beyond what the inventory holds."""
+    done, held = set(unlocked), dict(inventory or {})
+    chain = prerequisite_chain(goals)
+    consumed = _consumed(a for a in chain if a not in done)
+
+    def needed(achievement: str) -> bool:
+        kind, _, name = achievement.partition("_")
+        return (achievement not in done or achievement in goals
+                or (kind == "collect" and consumed.get(name, 0) > held.get(name, 0)))
+
+    return tuple(a for a in chain if needed(a))
+
+
+def requirement_lines(goals: list[str] | tuple[str, ...], unlocked: Iterable[str] = (),
+                      inventory: Mapping[str, int] | None = None) -> str:
+    """What unlocking `goals` takes, from crafter's recipes: every prerequisite achievement in an order
+    that works, each with its recipe line, and how much of each collected material the chain consumes. The
+    same text for any achievement: it restates the rules for the task at hand, which a small model does not
+    derive from the full rules on its own.
+
+    An episode that starts with achievements `unlocked` and items in `inventory` (a chain's later subtask)
+    lists only `remaining_chain`; otherwise the inventory starts empty."""
+    held = dict(inventory or {})
+    chain = remaining_chain(goals, unlocked, held)
+    consumed = _consumed(chain)
     lines = []
     for i, achievement in enumerate(chain, 1):
         kind, _, name = achievement.partition("_")
@@ -189,8 +218,9 @@ def requirement_lines(goals: list[str] | tuple[str, ...]) -> str:
             sources = [m for m, c in constants.collect.items() if name in c["receive"]]
             need = ""
             if name in consumed:
+                have = f"; the inventory starts with {held[name]}" if held.get(name) else ""
                 need = (f" ({consumed[name]} {name} needed in total: collect until the inventory holds that "
-                        f"many)")
+                        f"many{have})")
             line = f"{achievement}{need}: " + "; ".join(
                 f"`do` facing {collect_line(m, constants.collect[m])[2:]}" for m in sources)
         else:

@@ -14,7 +14,7 @@ import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlgpt import prompts
 from rlgpt.agents.code import CodeAttempt, CodeResult, write_code
@@ -28,7 +28,7 @@ from rlgpt.agents.common import (
 )
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
-from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv, GameState
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import SamplingParams
@@ -41,6 +41,9 @@ from rlgpt.macro.control import goal_macro_code
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
+
+if TYPE_CHECKING:
+    from rlgpt.macro.prefix import StartSummary
 
 ROLE = "fast"
 """Accounting role of every fast-agent call (`llm/fast/*`)."""
@@ -242,6 +245,13 @@ class FastAgent:
         self._env: CrafterEnv | None = None
         self.on_phase: Callable[[str], None] = lambda phase: None
         """Called with "probe" before a candidate's probe and "fast" after it (the loop's progress line)."""
+        self.start: StartSummary | None = None
+        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
+        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
+        sets it per subtask."""
+        self.start_states: tuple[GameState, ...] = ()
+        """The start states themselves: probe episode j restores state j modulo their number (after its
+        seed's reset), so a macro is probed where training will run it. The loop sets it with `start`."""
         self.code_skills: dict[str, CodeSkill] = {}
         """Stored macros later macros may call (``yield from skills.<name>(game)``): listed in the prompt,
         linked in at compile time (`rlgpt.macro.code_skills`). The planner sets the chain's so far."""
@@ -267,7 +277,7 @@ class FastAgent:
         skills are cut first)."""
         cfg = self.config
         prompt = RolePrompt("fast", {**documentation(cfg.api, cfg.env_doc),
-                                     "task": describe_task(task, cfg.env_doc),
+                                     "task": describe_task(task, cfg.env_doc, self.start),
                                      "name": sub.name, "description": sub.description, "goal": goal_text(sub),
                                      "feedback": feedback or "none", "skills": self.skills_text(),
                                      **knowledge_values("fast", cfg.env_doc, cfg.examples)})
@@ -296,7 +306,7 @@ class FastAgent:
         probe = functools.partial(
             probe_macro, seeds=seeds, calls_per_episode=cfg.probe_calls_per_episode,
             warmup_steps=cfg.probe_warmup_steps, max_steps=cfg.probe_max_steps, goal=goal or None,
-            env=self.env, setup=setup)
+            env=self.env, setup=setup, starts=self.start_states)
         contained = run_contained(probe, compiled, limits=self.contain)
         if contained.diagnostic is not None:
             bound = probe_step_bound(len(seeds), cfg.probe_calls_per_episode, cfg.probe_warmup_steps,
@@ -393,7 +403,7 @@ class FastAgent:
         """The prompt values asking for the dense reward."""
         cfg = self.config
         return RolePrompt("fast_reward", {
-            **documentation(cfg.api, cfg.env_doc), "task": describe_task(task, cfg.env_doc),
+            **documentation(cfg.api, cfg.env_doc), "task": describe_task(task, cfg.env_doc, self.start),
             "decomposition": render_decomposition(decomposition), "feedback": feedback or "none",
             **knowledge_values("fast_reward", cfg.env_doc, cfg.examples)})
 
@@ -424,7 +434,8 @@ class FastAgent:
         """The prompt values asking for the RL setup."""
         env_doc = self.config.env_doc
         return RolePrompt("fast_setup", {
-            "env_rules": documentation(env_doc=env_doc)["env_rules"], "task": describe_task(task, env_doc),
+            "env_rules": documentation(env_doc=env_doc)["env_rules"],
+            "task": describe_task(task, env_doc, self.start),
             "decomposition": render_decomposition(decomposition),
             "macros": ", ".join(macro_names) or "(none)", "feedback": feedback or "none"})
 

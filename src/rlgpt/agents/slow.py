@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crafter import constants
 
 from rlgpt import prompts
 from rlgpt.agents.common import degradable, describe_task, documentation, knowledge_values, note_fallback
-from rlgpt.agents.envdoc import prerequisite_chain, requirement_lines
+from rlgpt.agents.envdoc import prerequisite_chain, remaining_chain, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
+
+if TYPE_CHECKING:
+    from rlgpt.macro.prefix import StartSummary
 
 ROLE = "slow"
 RECIPE_GRAPH = "recipe_graph"
@@ -59,10 +62,13 @@ def _recipe_subaction(achievement: str, why: str, env_doc: str = "full") -> dict
             "why": why}
 
 
-def recipe_decomposition(task: str) -> Decomposition:
+def recipe_decomposition(task: str, start: StartSummary | None = None) -> Decomposition:
     """The task's prerequisite chain from crafter's recipe graph, one coded sub-action per achievement
-    (the last `maxItems` of the chain when it is longer: the later steps, which name the task)."""
-    chain = prerequisite_chain(task_targets(task))[-_max_subactions():]
+    (the last `maxItems` of the chain when it is longer: the later steps, which name the task); from a
+    chain's `start`, only the steps `requirement_lines` still lists."""
+    targets = task_targets(task)
+    chain = (prerequisite_chain(targets) if start is None
+             else remaining_chain(targets, start.unlocked, dict(start.inventory)))[-_max_subactions():]
     why = "fallback: the slow agent gave no valid reply; from the recipe graph"
     return Decomposition.from_dict({"subactions": [_recipe_subaction(a, why) for a in chain]})
 
@@ -160,12 +166,16 @@ class SlowAgent:
     def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
         self.client = client
         self.config = config or AgentConfig()
+        self.start: StartSummary | None = None
+        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
+        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
+        sets it per subtask."""
 
     def prompt(self, task: str, feedback: str = "none") -> RolePrompt:
         """The prompt's values: crafter's rules, the macro API, the task and earlier feedback."""
         cfg = self.config
         return RolePrompt(ROLE, {**documentation(env_doc=cfg.env_doc),
-                                 "task": describe_task(task, cfg.env_doc),
+                                 "task": describe_task(task, cfg.env_doc, self.start),
                                  "feedback": feedback or "none",
                                  **knowledge_values(ROLE, cfg.env_doc, cfg.examples)})
 
@@ -208,4 +218,4 @@ class SlowAgent:
             env_doc = self.config.env_doc
             if env_doc != "full":
                 return SlowResult(rl_decomposition(task, env_doc), fallback=TASK_AS_RL, error=str(exc))
-            return SlowResult(recipe_decomposition(task), fallback=RECIPE_GRAPH, error=str(exc))
+            return SlowResult(recipe_decomposition(task, self.start), fallback=RECIPE_GRAPH, error=str(exc))

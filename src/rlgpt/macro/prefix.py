@@ -117,6 +117,49 @@ class PrefixStart(gymnasium.Wrapper):
         return True, steps, True
 
 
+VITALS = ("health", "food", "drink", "energy")
+"""Inventory entries that are the player's vital levels, not items."""
+
+
+@dataclass(frozen=True)
+class StartSummary:
+    """What every state of a start pool has: the agents of a chain's later subtask are told where its
+    episodes begin, so that they plan and write code for what is still missing instead of the chain's
+    prefix again (the planner's subtask after ``make_wood_pickaxe`` starts with the pickaxe in hand)."""
+
+    unlocked: tuple[str, ...]
+    """Achievements unlocked in every start state, sorted."""
+    inventory: tuple[tuple[str, int], ...]
+    """Items (not vitals) every start state holds, with the smallest count among the states, sorted."""
+
+    @classmethod
+    def of(cls, states: Sequence[GameState]) -> StartSummary:
+        """The summary of `states` (ValueError when there are none)."""
+        if not states:
+            raise ValueError("a start summary needs at least one start state")
+        unlocked = set.intersection(*({k for k, v in s.player.achievements.items() if v > 0} for s in states))
+        items = set.intersection(*({k for k, v in s.player.inventory.items() if v > 0 and k not in VITALS}
+                                   for s in states))
+        counts = {k: min(int(s.player.inventory[k]) for s in states) for k in items}
+        return cls(tuple(sorted(unlocked)), tuple(sorted(counts.items())))
+
+    def describe(self) -> str:
+        """One paragraph for prompts: what the episode starts with."""
+        unlocked = ", ".join(self.unlocked) or "none"
+        items = ", ".join(f"{n} {k}" for k, n in self.inventory) or "nothing"
+        return (f"Every episode of this task starts where the skills before it left off, not in a fresh "
+                f"world: achievements already unlocked: {unlocked}; inventory at the start: {items}. "
+                f"Stations placed earlier stand where they were placed (maybe out of view). Do not plan or "
+                f"code those steps again; only what is still missing.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unlocked": list(self.unlocked), "inventory": dict(self.inventory)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StartSummary:
+        return cls(tuple(data["unlocked"]), tuple(sorted((k, int(v)) for k, v in data["inventory"].items())))
+
+
 POOL_FORMAT = 1
 """Version of `save_pool`'s file layout."""
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium
 from crafter import constants
 
-from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv
+from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, GameState
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import Diagnostic
@@ -247,7 +248,7 @@ class _Trace(gymnasium.Wrapper):
 def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, ...] = (0, 1, 2),
                 calls_per_episode: int = 1, warmup_steps: int = 0, max_steps: int = 64,
                 goal: Goal | str | None = None, env: CrafterEnv | None = None,
-                setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
+                setup: tuple[CompiledMacro, ...] = (), starts: Sequence[GameState] = ()) -> ProbeReport:
     """Run `macro` `calls_per_episode` times in one episode per seed and record every call.
 
     Args:
@@ -262,6 +263,9 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             sub-action is probed in the state the sub-actions before it leave (a table can only be placed
             once wood was collected). Their calls are not recorded; the calls' ``before`` state shows
             what they achieved.
+        starts: saved states to start from instead of a fresh world (a chain's later subtask, whose
+            episodes start where the skills before it left off): episode j restores ``starts[j % len]``
+            after its seed's reset; the warm-up moves and the API's randomness still follow the seed.
     """
     compiled = macro if isinstance(macro, CompiledMacro) else compile_macro(macro)
     goal = Goal.parse(goal) if isinstance(goal, str) else goal
@@ -271,8 +275,10 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
     env = _StepCounter(base)
     calls: list[ProbeCall] = []
     outcomes: dict[str, int] = {}
-    for seed in seeds:
+    for j, seed in enumerate(seeds):
         env.reset(seed=seed)
+        if starts:
+            base.restore(starts[j % len(starts)])
         game = GameAPI(base.crafter, random.Random(seed))
         moves = random.Random(seed + 10_007)
         ended = False

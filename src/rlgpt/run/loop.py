@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import RunConfig, candidate_seed
+from rlgpt.envs.crafter import GameState
 from rlgpt.macro.code_skills import code_skills
-from rlgpt.macro.prefix import save_pool
+from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
 from rlgpt.run.executor import Executor, JobResult, TrainJob
 from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
@@ -77,6 +79,14 @@ class Agents:
     fast: FastAgent
     critic: Critic
 
+    def start_from(self, states: Sequence[GameState]) -> StartSummary | None:
+        """Tell every role where the task's episodes start: `states` (a chain's later subtask, its start
+        pool), or a fresh world when empty. Returns the summary the prompts state (None for fresh worlds)."""
+        start = StartSummary.of(states) if states else None
+        self.slow.start = self.fast.start = self.critic.start = start
+        self.fast.start_states = tuple(states)
+        return start
+
 
 class Loop:
     """One task's RL-GPT loop in one run directory."""
@@ -107,6 +117,8 @@ class Loop:
         `options` as actions (a chain's later subtask). With `with_marks` the trainings save the run's
         budget marks and the summary evaluates them (`rlgpt.run.marks`; a planner's subtasks do not)."""
         cfg = self.cfg
+        # The agents plan, write and probe code for what the start states still lack.
+        self.agents.start_from(load_pool(start_pool) if start_pool else ())
         per_iteration = cfg.iteration_budget(steps)
         marks = run_marks(cfg, steps) if with_marks else ()
         covered = self.steps_counted()  # the run's count where the last training ended
@@ -362,7 +374,9 @@ class Loop:
             save_pool(sub_dir / layout.START_POOL_FILE, found["states"])
             pool = str(sub_dir / layout.START_POOL_FILE)
         return {"pool": pool, "steps": found["steps"], "reached": found["reached"],
-                "episodes": found["episodes"], **({"error": found["error"]} if "error" in found else {})}
+                "episodes": found["episodes"],
+                **({"start": StartSummary.of(found["states"]).to_dict()} if found["states"] else {}),
+                **({"error": found["error"]} if "error" in found else {})}
 
     def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
                    start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
