@@ -84,3 +84,24 @@ def test_every_role_is_told_where_the_episodes_start(role) -> None:
     assert agents.fast.start_states == tuple(STATES)
     assert agents.start_from(()) is None
     assert task_text() == fresh and agents.fast.start_states == ()
+
+
+def test_a_reply_that_redoes_the_chains_prefix_keeps_only_what_is_missing() -> None:
+    from rlgpt.agents.slow import check_goals
+
+    def sub(name: str, goal: str) -> dict:
+        return {"name": name, "description": name, "how": "code", "goal": goal, "why": "recipe"}
+
+    reply = {"subactions": [sub("get_wood", "collect_wood"), sub("table", "place_table"),
+                            sub("pickaxe", "make_wood_pickaxe"), sub("get_stone", "collect_stone"),
+                            sub("stone_pickaxe", "make_stone_pickaxe")]}
+    fixed, notes = check_goals(reply, "make_stone_pickaxe", "full", AFTER_STONE)
+    # Wood is needed again (the stone pickaxe uses 1, none held); the table, the wood pickaxe and the stone
+    # (1 held) are done.
+    assert [s["goal"] for s in fixed["subactions"]] == ["collect_wood", "make_stone_pickaxe"]
+    assert len(notes) == 3 and all("unlocked at the start" in n for n in notes)
+    assert check_goals(reply, "make_stone_pickaxe", "full")[0] == reply  # a fresh world: nothing dropped
+    # A reply of only done steps: the task's own step comes back (appended), never an empty plan.
+    only_done, _ = check_goals({"subactions": [sub("table", "place_table")]}, "make_stone_pickaxe", "full",
+                               AFTER_STONE)
+    assert [s["goal"] for s in only_done["subactions"]] == ["make_stone_pickaxe"]

@@ -93,7 +93,8 @@ def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
     return None
 
 
-def check_goals(data: dict[str, Any], task: str, env_doc: str = "full") -> tuple[dict[str, Any], list[str]]:
+def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
+                start: StartSummary | None = None) -> tuple[dict[str, Any], list[str]]:
     """Repair a decomposition reply's goals; returns the repaired copy and one note per repair.
 
     - a sub-action named exactly like a Crafter achievement (``make_stone_pickaxe``) whose goal names
@@ -102,7 +103,10 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full") -> tuple
     - when no sub-action has the task's own achievement (or the item it gives) as its goal, a coded
       sub-action for it is appended
       (replacing the last other one when the list is full); its description is the recipe line at
-      `env_doc` ``full``, only the achievement's name otherwise.
+      `env_doc` ``full``, only the achievement's name otherwise;
+    - from a chain's `start`, a sub-action whose goal is an achievement the start states have unlocked and
+      the rest of the chain does not need again (`remaining_chain`) is dropped: the small model copies the
+      chain's prefix although the prompt says it is done.
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -122,6 +126,12 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full") -> tuple
             notes.append(f"{name}: goal {goal!r} names no achievement or item; "
                          + (f"-> {fixed!r}" if fixed else "dropped"))
             sub["goal"] = fixed or ""
+    if start is not None:
+        known = [t for t in task_targets(task) if t in constants.achievements]
+        redo = set(start.unlocked) - set(remaining_chain(known, start.unlocked, dict(start.inventory)))
+        for sub in [s for s in subs if isinstance(s, dict) and s.get("goal") in redo]:
+            subs.remove(sub)
+            notes.append(f"{sub.get('name')}: dropped, its goal {sub.get('goal')!r} is unlocked at the start")
     goals = {s.get("goal") for s in subs if isinstance(s, dict)}
     names = {s.get("name") for s in subs if isinstance(s, dict)}
     for target in task_targets(task):
@@ -197,7 +207,7 @@ class SlowAgent:
         data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
                           lambda messages: self.client.structured(
                               ROLE, messages, prompts.schema_for_role(ROLE), sampling=self._sampling()))
-        data, repairs = check_goals(data, task, self.config.env_doc)
+        data, repairs = check_goals(data, task, self.config.env_doc, self.start)
         return SlowResult(Decomposition.from_dict(data), repairs, cuts=prompt.cuts)
 
     def decompose(self, task: str, feedback: str = "none") -> Decomposition:
