@@ -18,6 +18,7 @@ from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(1800)  # the real model on the default prompts: minutes, more on a loaded box
 def test_a_default_run_on_an_unnamed_task_reaches_the_critic(tmp_path: Path) -> None:
     ensure_model(QWEN_CODER_0_5B)
     run_dir = tmp_path / "run"
@@ -25,7 +26,8 @@ def test_a_default_run_on_an_unnamed_task_reaches_the_critic(tmp_path: Path) -> 
     # and the critic is asked.
     proc = cli("run", "--task", "make_stone_sword", "--steps", "2048", "--run-dir", str(run_dir),
                "--set", "llm.model=qwen2.5-coder-0.5b", "--set", "agents.samples=1",
-               "--set", "agents.repair_retries=0", "--set", "max_outer=1", "--set", "max_inner=1",
+               "--set", "agents.repair_retries=0", "--set", "agents.probe_repair_retries=0",
+               "--set", "max_outer=1", "--set", "max_inner=1",
                "--set", "eval_episodes=2", "--set", "train.env.episode_length=20")
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -33,6 +33,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def cmdline(pid: int) -> str:
+    """The command line of process `pid` ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -41,6 +49,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.timeout(3 * WAIT_S)  # the real model twice; the inner waits bound each part
 def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path) -> None:
     ensure_model(QWEN_CODER_0_5B)
     run_dir = tmp_path / "run"
@@ -53,8 +62,13 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
 
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # The training job is submitted only after the slow and fast steps (and the probes) are complete.
-        wait_for(lambda: (it / "train" / "job.json").is_file(), "the training job", first)
+        # The training job is submitted only after the slow and fast steps (and the probes) are complete; its
+        # child process starts just after the job file is written.
+        def training() -> bool:
+            return (it / "train" / "job.json").is_file() and any(
+                "rlgpt.run.executor" in cmdline(pid) for pid in children(first.pid))
+
+        wait_for(training, "the training job's process", first)
         spawned = children(first.pid)  # the trainer and the LLM server
     finally:
         first.send_signal(signal.SIGKILL)

@@ -66,7 +66,8 @@ def test_a_job_that_dies_is_a_result(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_job_killed_mid_training_resumes_from_its_checkpoint_and_counts_its_steps(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    cfg = load_config(builtin_config_path("smoke.yaml"), [f"run_dir={run_dir}", "steps=12288",
+    # Seconds of training past the first checkpoint (saved every second): the kill lands mid-training.
+    cfg = load_config(builtin_config_path("smoke.yaml"), [f"run_dir={run_dir}", "steps=24576",
                                                           "save_every_sec=1"])
     executor = LocalExecutor(attempts=2)
     outcome = {}
@@ -82,8 +83,10 @@ def test_a_job_killed_mid_training_resumes_from_its_checkpoint_and_counts_its_st
         wait_for(trained_checkpoint, "a checkpoint of the first attempt")
         child = executor.process
         os.kill(child.pid, signal.SIGKILL)  # as the OOM killer does: no result, no clean stop
+        killed_before_the_end = not (run_dir / TRAINED_JSON).exists()
     finally:
         job.join()
+    assert killed_before_the_end, "the first attempt finished its training before it was killed"
     result = outcome["result"]
     assert result.ok, result.error
     attempts = json.loads((run_dir / ATTEMPTS_JSON).read_text())

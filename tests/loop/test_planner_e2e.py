@@ -17,6 +17,7 @@ from rlgpt.macro.prefix import StartSummary
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(1800)  # as long as its command may take (`cli`'s bound)
 def test_a_small_planner_run_completes_with_the_real_model(tmp_path: Path) -> None:
     ensure_model(QWEN_CODER_0_5B)
     run_dir = tmp_path / "run"

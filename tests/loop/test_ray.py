@@ -114,8 +114,11 @@ def test_a_sweep_on_ray_survives_a_killed_worker_and_equals_local(tmp_path: Path
     matrix = cells(["collect_wood"], ["ppo"], [0, 1])
     executor = RayExecutor(cell_config(out / "x").ray, attempts=2)
     outcome: dict = {}
+    # Trainings of seconds past their first checkpoint (saved every second): the kill lands mid-training.
+    steps = 8192
     sweep = threading.Thread(target=lambda: outcome.update(record=run_sweep(
-        out, matrix, lambda c, d: cell_config(d, f"task={c.task}", f"mode={c.mode}", f"seed={c.seed}"),
+        out, matrix, lambda c, d: cell_config(d, f"task={c.task}", f"mode={c.mode}", f"seed={c.seed}",
+                                              f"steps={steps}"),
         executor, parallel=2)))
     sweep.start()
     victim = out / matrix[1].name / layout.PPO_DIR / layout.TRAIN_DIR
@@ -150,7 +153,7 @@ def test_a_sweep_on_ray_survives_a_killed_worker_and_equals_local(tmp_path: Path
     resumed = int(float(by_session[1][0]["resumed_from"]))
     killed_reached = max(resumed, *(int(float(r["env_steps"])) for r in by_session[0]))
     # The killed attempt's steps count as well (those past its checkpoint, when it logged any).
-    assert summary["steps_used"] == killed_reached + final - resumed >= final >= 2048
+    assert summary["steps_used"] == killed_reached + final - resumed >= final >= steps
 
     # The results equal a local run's: the local executor on the same run directories (finished: it only
     # evaluates) gives the evaluation the sweep reported.
@@ -169,7 +172,7 @@ def test_a_sweep_on_ray_survives_a_killed_worker_and_equals_local(tmp_path: Path
 def test_a_killed_sweep_driver_resumes_without_redoing_finished_cells(tmp_path: Path, cluster) -> None:
     out = tmp_path / "sweep"
     args = ["sweep", "--tasks", "collect_wood", "--modes", "ppo", "--seeds", "0,1", "--out", str(out),
-            "--config", SMOKE, "--steps", "2048", "--executor", "ray", "--ray-address", ADDRESS,
+            "--config", SMOKE, "--steps", "16384", "--executor", "ray", "--ray-address", ADDRESS,
             "--parallel", "1", "--set", "ray.num_cpus=1", "--set", "train.save_every_sec=1"]
     first, second = (out / n / layout.PPO_DIR / layout.TRAIN_DIR for n in ("collect_wood-ppo-s0",
                                                                              "collect_wood-ppo-s1"))
@@ -188,6 +191,7 @@ def test_a_killed_sweep_driver_resumes_without_redoing_finished_cells(tmp_path: 
     worker = json.loads((second / layout.RAY_WORKER_JSON).read_text())["pid"]
     # Ray ends the dead driver's tasks (and the trainings dying with them) before the run is resumed.
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), "the dead driver's Ray worker to end")
+    assert not (second / layout.TRAINED_JSON).exists(), "the training ended before the driver's death did"
     done_before = (first.parent.parent / layout.SUMMARY_JSON).read_text()
     mtime = (first.parent.parent / layout.SUMMARY_JSON).stat().st_mtime_ns
 
