@@ -4,7 +4,6 @@ worlds, summarised as the link's agents are told it (the model's side is measure
 from __future__ import annotations
 
 from bench.chain_start import start_of
-
 from rlgpt.agents.envdoc import prerequisite_chain, remaining_chain
 
 
