@@ -11,7 +11,7 @@ import resource
 import signal
 
 import pytest
-from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, contained_as, m
+from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, STARVED_SECONDS, contained_as, m
 
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.api import GameAPI
@@ -29,11 +29,6 @@ from rlgpt.macro.runtime import (
 from rlgpt.macro.sandbox import Guard, MacroAbort, MacroLimits
 
 CHILD_SECONDS = 60.0
-STARVED_SECONDS = 15.0
-"""Per-step wall clock for programs expected to end some other way (fuel, a size limit, an exception,
-success): on a CPU starved by other processes (seen at load 10-12) such a program, well inside 1 s of CPU on
-a quiet box, can take over 1 s of wall time and the clock would come first. Programs expected to time out
-keep their own limit."""
 """Wall-clock limit per child; a contained program needs ~1 s at most (its limits' max_seconds)."""
 MAX_GROWTH = 512 << 20
 """Most resident memory one corpus program may add (the largest legal values take ~50 MiB)."""

@@ -4,10 +4,11 @@ diagnostic and no effect on the game, the API or the interpreter."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import os
 
 import pytest
-from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, contained_as, m
+from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, STARVED_SECONDS, contained_as, m
 
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, GameAPI
@@ -58,6 +59,8 @@ def test_runtime_corpus_contained(
 ) -> None:
     builtins_before = dict(vars(builtins))
     environ_before = dict(os.environ)
+    if kind != "timeout":
+        limits = dataclasses.replace(limits or MacroLimits(), max_seconds=STARVED_SECONDS)
     result, env = run(source, limits=limits)
     assert contained_as(kind, result.outcome), (result.outcome, result.diagnostic)
     diagnostic = result.diagnostic
@@ -76,6 +79,20 @@ def test_runtime_corpus_contained(
     assert ACTION_NAMES[:2] == ("noop", "move_left") and len(ACTION_NAMES) == 17
     assert {n for n in dir(GameAPI) if not n.startswith("_")} == API_MEMBERS
     assert dict(vars(builtins)) == builtins_before and dict(os.environ) == environ_before
+
+
+TIMEOUT_CASES = [c for c in RUNTIME_CORPUS if c[2] == "timeout"]
+
+
+@pytest.mark.parametrize(
+    ("source", "limits"), [(c[1], c[3]) for c in TIMEOUT_CASES], ids=[c[0] for c in TIMEOUT_CASES]
+)
+def test_timeout_programs_outlast_their_clock(run, source: str, limits: MacroLimits) -> None:
+    """A program expected to time out is stopped by its clock with room to spare: at 5x its max_seconds the
+    clock still comes first (no running out of fuel, no end of its own), so a faster machine still times
+    it out at 1x. Slower (loaded) machines only make the clock come sooner."""
+    result, _ = run(source, limits=dataclasses.replace(limits, max_seconds=5 * limits.max_seconds))
+    assert result.outcome == "timeout", (result.outcome, result.diagnostic)
 
 
 @pytest.fixture(scope="module")
