@@ -125,15 +125,37 @@ def sub(name: str, goal: str) -> dict:
 
 
 def test_check_goals_repairs_garbled_goals() -> None:
-    data = {"subactions": [sub("collect_wood", "wood"), sub("make_stone_pickaxe", "collect_stone"),
-                           sub("get_coal", "Coals"), sub("dance", "moonwalk")]}
+    data = {"subactions": [sub("collect_wood", "wood"), sub("get_coal", "Coals"), sub("dance", "moonwalk"),
+                           sub("make_stone_pickaxe", "collect_stone")]}
     fixed, notes = check_goals(data, "make_stone_pickaxe")
     goals = [s["goal"] for s in fixed["subactions"]]
     # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped.
-    assert goals == ["collect_wood", "make_stone_pickaxe", "coal", ""]
+    assert goals == ["collect_wood", "coal", "", "make_stone_pickaxe"]
     assert len(notes) == 4 and any("moonwalk" in n and "dropped" in n for n in notes)
-    assert data["subactions"][1]["goal"] == "collect_stone"  # the input is not modified
+    assert data["subactions"][3]["goal"] == "collect_stone"  # the input is not modified
     Decomposition.from_dict(fixed)
+
+
+STEPS = [sub("get_wood", "wood"), sub("get_iron", "iron"), sub("pickaxe", "wood_pickaxe"),
+         sub("stone", "collect_stone"), sub("iron_pickaxe", "make_iron_pickaxe")]
+
+
+@pytest.mark.parametrize("task, kept", [("collect_iron", ["get_wood", "get_iron"]),
+                                        ("collect_wood", ["get_wood"]),
+                                        ("make_wood_pickaxe+collect_stone",
+                                         ["get_wood", "get_iron", "pickaxe", "stone"])])
+def test_check_goals_drops_what_comes_after_the_tasks_achievements(task: str, kept: list[str]) -> None:
+    """The task's episode ends when its achievements are unlocked: later sub-actions never run (the small
+    model appends the tech tree's next step, e.g. an iron pickaxe after collecting iron)."""
+    fixed, notes = check_goals({"subactions": STEPS}, task)
+    assert [s["name"] for s in fixed["subactions"]] == kept
+    assert sum("after the task's achievements" in n for n in notes) == len(STEPS) - len(kept)
+
+
+def test_check_goals_keeps_every_step_before_an_uncovered_task() -> None:
+    fixed, notes = check_goals({"subactions": STEPS}, "collect_diamond")
+    assert [s["name"] for s in fixed["subactions"]] == [s["name"] for s in STEPS] + ["collect_diamond"]
+    assert not any("after the task's achievements" in n for n in notes)
 
 
 @pytest.mark.parametrize("task", ["collect_diamond", "eat_cow", "place_furnace+make_iron_sword"])

@@ -93,6 +93,13 @@ def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
     return None
 
 
+def _covers(goal: Any, target: str) -> bool:
+    """Whether a sub-action's `goal` rising unlocks achievement `target`: the achievement itself, or the
+    item a collect_/make_ achievement gives ("wood" for collect_wood)."""
+    kind, _, item = target.partition("_")
+    return goal == target or (kind in ("collect", "make") and goal == item)
+
+
 def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
                 start: StartSummary | None = None) -> tuple[dict[str, Any], list[str]]:
     """Repair a decomposition reply's goals; returns the repaired copy and one note per repair.
@@ -106,7 +113,9 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
       `env_doc` ``full``, only the achievement's name otherwise;
     - from a chain's `start`, a sub-action whose goal is an achievement the start states have unlocked and
       the rest of the chain does not need again (`remaining_chain`) is dropped: the small model copies the
-      chain's prefix although the prompt says it is done.
+      chain's prefix although the prompt says it is done;
+    - sub-actions after the ones that unlock every task achievement are dropped: the task's episode ends at
+      that success, so they never run (the small model appends a next step of the tech tree).
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -132,13 +141,19 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
         for sub in [s for s in subs if isinstance(s, dict) and s.get("goal") in redo]:
             subs.remove(sub)
             notes.append(f"{sub.get('name')}: dropped, its goal {sub.get('goal')!r} is unlocked at the start")
+    targets = [t for t in task_targets(task) if t in constants.achievements]
+    firsts = [next((i for i, s in enumerate(subs) if isinstance(s, dict) and _covers(s.get("goal"), t)), None)
+              for t in targets]
+    if targets and None not in firsts:
+        for sub in subs[max(firsts) + 1:]:
+            name = sub.get("name") if isinstance(sub, dict) else sub
+            notes.append(f"{name}: dropped, it comes after the task's achievements are unlocked (the "
+                         f"episode ends there)")
+        del subs[max(firsts) + 1:]
     goals = {s.get("goal") for s in subs if isinstance(s, dict)}
     names = {s.get("name") for s in subs if isinstance(s, dict)}
-    for target in task_targets(task):
-        kind, _, item = target.partition("_")
-        # A goal naming the item a collect_/make_ achievement gives ("wood" for collect_wood) covers it.
-        if target in goals or (kind in ("collect", "make") and item in goals) \
-                or target not in constants.achievements:
+    for target in targets:
+        if any(_covers(goal, target) for goal in goals):
             continue
         if target in names:  # cannot happen (a sub-action named after it got it as goal above); kept unique
             continue
