@@ -26,6 +26,8 @@ MATERIALS: tuple[str, ...] = tuple(constants.materials)
 """Material names a tile can have, in crafter's order (its semantic ids are 1 + index)."""
 ITEMS: tuple[str, ...] = tuple(constants.items)
 """Inventory item names, in crafter's order (the first entries of the symbolic ``"vector"``)."""
+VITALS: tuple[str, ...] = tuple(name for name in ITEMS if name in ("health", "food", "drink", "energy"))
+"""The inventory entries that are the player's vital levels (survival stats), not items."""
 
 # Same object order as crafter.Env's SemanticView, so our ids equal crafter's semantic ids.
 _OBJECT_TYPES: tuple[type, ...] = (

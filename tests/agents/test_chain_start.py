@@ -93,11 +93,11 @@ def test_a_reply_that_redoes_the_chains_prefix_keeps_only_what_is_missing() -> N
         return {"name": name, "description": name, "how": "code", "goal": goal, "why": "recipe"}
 
     reply = {"subactions": [sub("get_wood", "collect_wood"), sub("table", "place_table"),
-                            sub("pickaxe", "make_wood_pickaxe"), sub("get_stone", "collect_stone"),
+                            sub("pickaxe", "wood_pickaxe"), sub("get_stone", "collect_stone"),
                             sub("stone_pickaxe", "make_stone_pickaxe")]}
     fixed, notes = check_goals(reply, "make_stone_pickaxe", "full", AFTER_STONE)
-    # Wood is needed again (the stone pickaxe uses 1, none held); the table, the wood pickaxe and the stone
-    # (1 held) are done.
+    # Wood is needed again (the stone pickaxe uses 1, none held); the table, the wood pickaxe (a goal naming
+    # the item its achievement gives counts as that achievement) and the stone (1 held) are done.
     assert [s["goal"] for s in fixed["subactions"]] == ["collect_wood", "make_stone_pickaxe"]
     assert len(notes) == 3 and all("unlocked at the start" in n for n in notes)
     assert check_goals(reply, "make_stone_pickaxe", "full")[0] == reply  # a fresh world: nothing dropped

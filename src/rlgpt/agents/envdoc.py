@@ -15,6 +15,8 @@ from typing import Any
 
 from crafter import constants
 
+from rlgpt.envs.crafter import VITALS
+
 _ACTION_DOCS = {
     "noop": "do nothing for one step",
     "do": "interact with the faced tile: collect its material, hit the creature standing there, eat a "
@@ -66,7 +68,7 @@ def make_line(name: str, info: dict[str, Any]) -> str:
 def crafter_rules() -> str:
     """Crafter's rules, actions, recipes, requirements and survival stats as plain-text documentation."""
     items = constants.items
-    stats = [name for name in items if name in ("health", "food", "drink", "energy")]
+    stats = list(VITALS)
     lines = [
         "The world is a 2D grid of tiles. Each tile has a material; creatures (cow, zombie, skeleton) and "
         "plants stand on tiles. The player sees a 9x7 window around itself and always faces one of the "

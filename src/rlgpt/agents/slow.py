@@ -135,13 +135,12 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             notes.append(f"{name}: goal {goal!r} names no achievement or item; "
                          + (f"-> {fixed!r}" if fixed else "dropped"))
             sub["goal"] = fixed or ""
+    targets = [t for t in task_targets(task) if t in constants.achievements]
     if start is not None:
-        known = [t for t in task_targets(task) if t in constants.achievements]
-        redo = set(start.unlocked) - set(remaining_chain(known, start.unlocked, dict(start.inventory)))
-        for sub in [s for s in subs if isinstance(s, dict) and s.get("goal") in redo]:
+        redo = set(start.unlocked) - set(remaining_chain(targets, start.unlocked, dict(start.inventory)))
+        for sub in [s for s in subs if isinstance(s, dict) and any(_covers(s.get("goal"), a) for a in redo)]:
             subs.remove(sub)
             notes.append(f"{sub.get('name')}: dropped, its goal {sub.get('goal')!r} is unlocked at the start")
-    targets = [t for t in task_targets(task) if t in constants.achievements]
     firsts = [next((i for i, s in enumerate(subs) if isinstance(s, dict) and _covers(s.get("goal"), t)), None)
               for t in targets]
     if targets and None not in firsts:

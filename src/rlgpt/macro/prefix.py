@@ -28,7 +28,7 @@ from typing import Any
 
 import gymnasium
 
-from rlgpt.envs.crafter import CrafterEnv, GameState
+from rlgpt.envs.crafter import VITALS, CrafterEnv, GameState
 from rlgpt.envs.tasks import TaskEnv
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import CompiledMacro
@@ -115,10 +115,6 @@ class PrefixStart(gymnasium.Wrapper):
             if link.goal and not Goal.parse(link.goal).reached(before, ProbeState.of(game)):
                 return False, steps, True
         return True, steps, True
-
-
-VITALS = ("health", "food", "drink", "energy")
-"""Inventory entries that are the player's vital levels, not items."""
 
 
 @dataclass(frozen=True)
