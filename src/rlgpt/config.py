@@ -518,9 +518,11 @@ class RunConfig:
     mode: str = "rlgpt"
     """``rlgpt`` (the agents' loop), ``ppo`` (one training on the whole budget, no LLM) or ``code`` (the LLM
     writes the whole policy as one macro; no RL)."""
-    steps: int = 40_000
+    steps: int = 200_000
     """Total primitive-step RL budget of the run, split evenly over the loop's iterations
-    (``max_outer * max_inner``)."""
+    (``max_outer * max_inner``); each iteration's share must pay for its training and its validation
+    evaluation (`eval_bound`), so `validate_run` refuses a budget that leaves an iteration nothing to
+    train."""
     seed: int = 0
     """Seed for the policies, the environments and the LLM's sampling: `validate_run` derives the agents'
     and the LLM's sampling seeds from it (`derived_seed`), so runs of different seeds ask the model
@@ -582,7 +584,9 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     """Settings of every training (env, ppo, macro step bound, checkpoints); `validate_run` gives it the
     run's task, seed and `steps_per_iteration`; run_dir and episode length are set per iteration by the
-    loop."""
+    loop. Its ``env.episode_length`` is the length of every evaluation episode of the run (and of
+    ``--mode ppo``'s training); left unset, `validate_run` sets `RUN_EPISODE_LENGTH` (the Crafter benchmark
+    task keeps its own)."""
     agents: AgentConfig = field(default_factory=AgentConfig)
     """The LLM agents' knobs."""
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -600,6 +604,18 @@ class RunConfig:
         """The most trainings the loop runs (``max_outer * max_inner``)."""
         return self.max_outer * self.max_inner
 
+    def eval_length(self, task: str) -> int:
+        """The episode length every reported evaluation of `task` plays: ``train.env.episode_length`` or
+        the task's standard one; never a training's horizon."""
+        from rlgpt.envs.tasks import TaskSpec  # deferred: importing crafter is not free
+
+        return self.train.env.episode_length or TaskSpec.from_name(task).episode_length
+
+    def eval_bound(self, task: str) -> int:
+        """The most primitive steps one validation evaluation of `task` can play (`eval_episodes` episodes
+        of `eval_length`): what an iteration keeps back from its share before it trains."""
+        return self.eval_episodes * self.eval_length(task)
+
     def iteration_budget(self, steps: int) -> int:
         """Primitive-step budget of one training when ``steps`` are split over the loop's iterations
         (``--mode ppo``: one training on all of them)."""
@@ -610,6 +626,12 @@ class RunConfig:
         """Primitive-step budget of one iteration's training on the whole run's budget."""
         return self.iteration_budget(self.steps)
 
+
+RUN_EPISODE_LENGTH = 1000
+"""The evaluation episode length of ``rlgpt run`` when ``train.env.episode_length`` is unset (as
+``configs/run.yaml`` sets it): crafter's own 10,000 steps at 20 episodes would keep back 200,000 steps for
+each iteration's evaluation, more than a run's whole default budget. The Crafter benchmark task
+(``--task crafter``) keeps crafter's length."""
 
 SEED_STRIDE = 1000
 """Sampling seeds of runs seeded ``s`` start at ``s * SEED_STRIDE``: an agent's candidate ``i`` samples with
@@ -666,8 +688,22 @@ def validate_run(cfg: RunConfig) -> RunConfig:
     if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
         raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
                           f"one training batch ({cfg.train.ppo.batch_size} steps)")
+    from rlgpt.envs.tasks import BENCHMARK_TASK, TaskSpec  # deferred: importing crafter is not free
+
     train = validate(dataclasses.replace(cfg.train, task=cfg.task, steps=max(cfg.steps_per_iteration, 1),
                                          seed=cfg.seed))
+    if train.env.episode_length is None and TaskSpec.from_name(cfg.task).name != BENCHMARK_TASK:
+        train = validate(dataclasses.replace(train, env=dataclasses.replace(
+            train.env, episode_length=RUN_EPISODE_LENGTH)))
+    cfg = dataclasses.replace(cfg, train=train)
+    kept_back = cfg.train_candidates * cfg.eval_bound(cfg.task)
+    if cfg.mode == "rlgpt" and cfg.steps_per_iteration <= kept_back:
+        raise ConfigError(
+            f"steps ({cfg.steps}) give each of the {cfg.iterations} iterations {cfg.steps_per_iteration} "
+            f"steps, nothing left to train after its validation evaluation ({cfg.train_candidates} x "
+            f"{cfg.eval_episodes} episodes x {cfg.eval_length(cfg.task)} steps kept back): raise --steps to "
+            f"at least {cfg.iterations * (kept_back + cfg.train.ppo.batch_size)}, or lower eval_episodes or "
+            f"train.env.episode_length")
     try:
         agents = AgentConfig(**{**dataclasses.asdict(cfg.agents),
                                 "seed": derived_seed(cfg.agents.seed, cfg.seed),

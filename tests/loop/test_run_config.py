@@ -45,3 +45,34 @@ def test_cli_run_flags_map_to_the_config() -> None:
     args = build_parser().parse_args(["run", "--task", "collect_wood", "--llm", "http://h:1/v1", "--mode",
                                       "code", "--set", "llm.model=served"])
     assert args.task == "collect_wood" and args.llm == "http://h:1/v1" and args.mode == "code"
+
+
+def test_the_default_run_can_train_and_a_budget_too_small_for_its_evaluations_is_refused() -> None:
+    from rlgpt.config import RUN_EPISODE_LENGTH
+    from rlgpt.envs.tasks import DEFAULT_EPISODE_LENGTH
+
+    cfg = load_run_config(None, [])  # `rlgpt run --task T` with nothing else
+    assert cfg.train.env.episode_length == RUN_EPISODE_LENGTH == cfg.eval_length(cfg.task)
+    assert cfg.steps_per_iteration - cfg.eval_bound(cfg.task) >= cfg.train.ppo.batch_size
+    # A length set by the user stays; the Crafter benchmark keeps crafter's own.
+    assert load_run_config(None, ["train.env.episode_length=300"]).eval_length("collect_wood") == 300
+    crafter = load_run_config(None, ["task=crafter", "steps=1000000"])
+    assert crafter.train.env.episode_length is None
+    assert crafter.eval_length("crafter") == DEFAULT_EPISODE_LENGTH
+    # Iterations of 5,000 steps cannot pay for 20 evaluation episodes of 1,000 steps: one clear error naming
+    # what would (4 x (20,000 + one 1,024-step batch)), not a run that plans, writes code and trains nothing.
+    with pytest.raises(ConfigError, match="raise --steps to at least 84096"):
+        load_run_config(None, ["steps=20000"])
+    with pytest.raises(ConfigError, match="raise --steps to at least"):
+        load_run_config(None, ["task=crafter"])
+    assert load_run_config(None, ["steps=20000", "mode=ppo"]).steps == 20000  # no validation episodes
+
+
+def test_a_plan_whose_links_cannot_pay_for_their_evaluations_is_refused() -> None:
+    from rlgpt.run.loop import Loop
+
+    loop = Loop(load_run_config(None, ["steps=400000"]), None, None, None)  # type: ignore[arg-type]
+    loop.check_link_budget(400_000, ["collect_wood", "place_table"])  # 50k per iteration: trains
+    with pytest.raises(ConfigError, match="plan's 5 subtasks 80000 steps and each of its 4 iterations 20000"):
+        loop.check_link_budget(400_000, ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone",
+                                         "place_furnace"])

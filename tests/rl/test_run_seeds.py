@@ -60,7 +60,7 @@ def test_candidate_seeds_of_different_run_seeds_never_meet(tmp_path):
 
 
 def test_validation_returns_a_new_config_and_is_idempotent(tmp_path):
-    raw = RunConfig(task="place_table", steps=8192, seed=4, max_outer=2, max_inner=2,
+    raw = RunConfig(task="place_table", steps=8192, seed=4, max_outer=2, max_inner=2, eval_episodes=2,
                     run_dir=str(tmp_path / "run"))
     before = copy.deepcopy(raw)
     valid = validate_run(raw)

@@ -33,7 +33,7 @@ from rlgpt.agents.fast import FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
-from rlgpt.config import RunConfig, candidate_seed
+from rlgpt.config import ConfigError, RunConfig, candidate_seed
 from rlgpt.envs.crafter import GameState
 from rlgpt.macro.code_skills import code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
@@ -200,7 +200,7 @@ class Loop:
     def eval_bound(self, task: str) -> int:
         """The most primitive steps an iteration's validation evaluation can play: its episodes at the
         evaluation's episode length (`rlgpt.run.marks.eval_length`)."""
-        return self.cfg.eval_episodes * eval_length(self.cfg, task)
+        return self.cfg.eval_bound(task)
 
     # -- the steps ---------------------------------------------------------------------------------
 
@@ -318,6 +318,7 @@ class Loop:
         plan = step(run_dir / layout.PLAN_JSON, lambda: planner.plan(
             task, library.describe(self.cfg.skill_threshold)).to_dict())
         subtasks = Plan.from_dict(plan["plan"]).subtasks
+        self.check_link_budget(steps, [s.name for s in subtasks])
         start = self.ledger.by_kind()
         chain, parts = [], []
         for i, sub in enumerate(subtasks):
@@ -360,6 +361,22 @@ class Loop:
         marks = evaluate_marks(self.cfg, task, None, [], evaluation, self.ledger.used - charged(start), steps)
         return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), evaluation, parts,
                              best="chain", plan=[s.name for s in subtasks], **marks_record(marks))
+
+    def check_link_budget(self, steps: int, links: list[str]) -> None:
+        """Raise ConfigError when `steps` split over the plan's `links` (each link's loop then over its
+        iterations) leave an iteration nothing to train after its validation evaluation: such
+        a run would plan and write code for every link and train none. The plan is kept (``plan.json``), so
+        the same command with a larger ``--steps`` goes on from it."""
+        cfg = self.cfg
+        per_iteration = cfg.iteration_budget(steps // len(links))
+        kept_back = cfg.train_candidates * max(cfg.eval_bound(task) for task in links)
+        if per_iteration <= kept_back:
+            raise ConfigError(
+                f"steps ({steps}) give each of the plan's {len(links)} subtasks {steps // len(links)} steps "
+                f"and each of its {cfg.iterations} iterations {per_iteration}, nothing left to train after "
+                f"its validation evaluation ({kept_back} steps kept back): raise --steps to at least "
+                f"{len(links) * cfg.iterations * (kept_back + cfg.train.ppo.batch_size)}, or lower "
+                f"eval_episodes or train.env.episode_length")
 
     def start_step(self, chain: list[Skill], sub_dir: Path) -> dict[str, Any]:
         """The start states of the subtask after `chain`: its skills played from fresh worlds, the states

@@ -23,7 +23,6 @@ from typing import Any
 
 from rlgpt import layout
 from rlgpt.config import RunConfig
-from rlgpt.envs.tasks import TaskSpec
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.records import job_record, step
 
@@ -45,9 +44,8 @@ def training_marks(marks: Sequence[int], covered: int) -> tuple[int, ...]:
 
 
 def eval_length(cfg: RunConfig, task: str) -> int:
-    """The episode length every reported evaluation of `task` plays: the run's ``train.env.episode_length``
-    or the task's standard one; never a training's horizon."""
-    return cfg.train.env.episode_length or TaskSpec.from_name(task).episode_length
+    """The episode length every reported evaluation of `task` plays (`RunConfig.eval_length`)."""
+    return cfg.eval_length(task)
 
 
 def evaluate_marks(cfg: RunConfig, task: str, executor: Executor | None, trainings: Sequence[TrainJob],
