@@ -113,6 +113,8 @@ class TrainingRun:
     reached: int | None
     """Env steps at the first metrics row whose full rolling window (32 episodes) has success >= the
     threshold (None: not reached)."""
+    wall_to_threshold: float | None
+    """The trainer's own clock (``wall_time``, start-up included) at that row, seconds (None: not reached)."""
     final_success: float | None
     """Rolling success of the last metrics row."""
     cpu_ms_per_1k: dict[str, float]
@@ -190,12 +192,12 @@ process's smaps is not free: at 0.1 s it took ~15% of a core on the 2-core box, 
 Sample Factory trainers than for the one-process baseline."""
 
 
-def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:
-    """Env steps at the first metrics row whose rolling success over a full window is >= ``threshold``
-    (early rows average the few episodes that have ended, which random play can put above it)."""
+def threshold_row(rows: list[dict[str, str]], threshold: float) -> dict[str, str] | None:
+    """The first metrics row whose rolling success over a full window is >= ``threshold`` (early rows
+    average the few episodes that have ended, which random play can put above it); None: not reached."""
     return next(
         (
-            int(r["env_steps"])
+            r
             for r in rows
             if r["success"]
             and float(r["success"]) >= threshold
@@ -203,6 +205,19 @@ def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | No
         ),
         None,
     )
+
+
+def steps_to_threshold(rows: list[dict[str, str]], threshold: float) -> int | None:
+    """Env steps at `threshold_row` (None: not reached)."""
+    row = threshold_row(rows, threshold)
+    return None if row is None else int(row["env_steps"])
+
+
+def wall_to_threshold(rows: list[dict[str, str]], threshold: float) -> float | None:
+    """The trainer's own clock (``wall_time``, seconds since it started) at `threshold_row` (None: not
+    reached): time to a success level, start-up included, as a user waits for it."""
+    row = threshold_row(rows, threshold)
+    return None if row is None else float(row["wall_time"])
 
 
 def sf_roles(sf_log: Path) -> dict[int, str]:
@@ -309,6 +324,7 @@ def run_trainer(
         steps_per_s=steady_rate(rows) or env_steps / float(rows[-1]["wall_time"]),
         peak_rss_mb=round(peak / 2**20, 1),
         reached=steps_to_threshold(rows, threshold),
+        wall_to_threshold=wall_to_threshold(rows, threshold),
         final_success=float(last) if last else None,
         cpu_ms_per_1k=cpu_ms,
         load=(round(load_before, 2), round(os.getloadavg()[0], 2)),

@@ -4,6 +4,7 @@ Timings are printed, never asserted (the box is shared); what is checked is that
 positive numbers and the machine it ran on, so the benchmarks cannot rot unnoticed.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from bench.__main__ import sample_efficiency_table
-from bench.training import SF_KEEP, sf_default_argv, steady_rate, steps_to_threshold
+from bench.training import SF_KEEP, sf_default_argv, steady_rate, steps_to_threshold, wall_to_threshold
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,6 +98,9 @@ def test_curve_helpers_leave_out_start_up_and_find_the_first_full_window_at_the_
     assert steady_rate(rows[:2]) is None
     assert steps_to_threshold(rows, 0.9) == 5000
     assert steps_to_threshold(rows, 0.99) is None
+    # The time to the threshold is the same row's clock, not the lucky early row's.
+    assert wall_to_threshold(rows, 0.9) == 12.0
+    assert wall_to_threshold(rows, 0.99) is None
 
 
 def test_sample_efficiency_table_reports_unreached_runs_and_ratios_to_the_sync_baseline():
@@ -106,6 +110,7 @@ def test_sample_efficiency_table_reports_unreached_runs_and_ratios_to_the_sync_b
             seed=s,
             steps_per_s=rate,
             reached=reached,
+            wall_to_threshold=None if reached is None else reached / rate,
             peak_rss_mb=100.0,
             load_before=1,
             load_after=2,
@@ -121,9 +126,10 @@ def test_sample_efficiency_table_reports_unreached_runs_and_ratios_to_the_sync_b
     lines = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     assert (
         "| 3.00 |" in lines["rlgpt train (configs/main.yaml)"]
-        and "| 4,000 |" in lines["rlgpt train (configs/main.yaml)"]
+        and "| 4,000 | 13 |" in lines["rlgpt train (configs/main.yaml)"]
     )
-    assert "not reached; not reached | not reached |" in lines["Sample Factory defaults"]
+    assert "not reached; not reached | not reached | not reached |" in lines["Sample Factory defaults"]
+    assert "| 8,000 | 80 |" in lines["sync PPO (bench/sync_ppo.py)"]
     assert "| 1.00 |" in lines["sync PPO (bench/sync_ppo.py)"]
 
 
@@ -135,3 +141,24 @@ def test_sample_efficiency_refuses_unknown_trainers_or_no_baseline(trainers, cap
         main(["--sample-efficiency", "--trainers", trainers])
     assert exc.value.code == 2
     assert "--trainers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("whole_run, stop", [(False, 0.9), (True, None)])
+def test_whole_runs_train_the_whole_budget_and_only_read_the_threshold(whole_run, stop, monkeypatch,
+                                                                      tmp_path):
+    from bench import __main__ as suite
+    from bench import training
+
+    asked = []
+
+    def run_trainer(trainer, steps, seed, *, stop_at_success, threshold):
+        asked.append((trainer, steps, stop_at_success, threshold))
+        return training.TrainingRun(trainer, seed, steps, 1.0, 100.0, 1.0, None, None, None, {}, (0.0, 0.0))
+
+    monkeypatch.setattr(training, "run_trainer", run_trainer)
+    out = tmp_path / "se.json"
+    argv = ["--sample-efficiency", "--trainers", "rlgpt,sync_ppo", "--seeds", "0", "--steps", "5000",
+            "--json", str(out)]
+    assert suite.main(argv + (["--whole-run"] if whole_run else [])) == 0
+    assert asked == [("rlgpt", 5000, stop, 0.9), ("sync_ppo", 5000, stop, 0.9)]
+    assert json.loads(out.read_text())["whole_run"] is whole_run
