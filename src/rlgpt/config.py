@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -621,6 +622,24 @@ class RunConfig:
         (``--mode ppo``: one training on all of them)."""
         return steps // (1 if self.mode == "ppo" else self.iterations)
 
+    def budget_shortfall(self, steps: int, tasks: Sequence[str]) -> str | None:
+        """Why `steps`, split over `tasks` (one loop each: the run's task, or a plan's links) and then over
+        each loop's iterations, leave an iteration nothing to train after its validation evaluation, with
+        the ``--steps`` that would do; None when every iteration trains. Such a run would plan and write
+        code and train nothing, so both `validate_run` and the planner refuse it with this message."""
+        share = steps // len(tasks)
+        per_iteration = self.iteration_budget(share)
+        kept_back = self.train_candidates * max(self.eval_bound(t) for t in tasks)
+        if per_iteration > kept_back:
+            return None
+        split = f"the plan's {len(tasks)} subtasks {share} steps and " if len(tasks) > 1 else ""
+        length = max(self.eval_length(t) for t in tasks)
+        return (f"steps ({steps}) give {split}each of its {self.iterations} iterations {per_iteration}, "
+                f"nothing left to train after its validation evaluation ({self.train_candidates} x "
+                f"{self.eval_episodes} episodes x {length} steps kept back): raise --steps to at least "
+                f"{len(tasks) * self.iterations * (kept_back + self.train.ppo.batch_size)}, or lower "
+                f"eval_episodes or train.env.episode_length")
+
     @property
     def steps_per_iteration(self) -> int:
         """Primitive-step budget of one iteration's training on the whole run's budget."""
@@ -696,14 +715,9 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         train = validate(dataclasses.replace(train, env=dataclasses.replace(
             train.env, episode_length=RUN_EPISODE_LENGTH)))
     cfg = dataclasses.replace(cfg, train=train)
-    kept_back = cfg.train_candidates * cfg.eval_bound(cfg.task)
-    if cfg.mode == "rlgpt" and cfg.steps_per_iteration <= kept_back:
-        raise ConfigError(
-            f"steps ({cfg.steps}) give each of the {cfg.iterations} iterations {cfg.steps_per_iteration} "
-            f"steps, nothing left to train after its validation evaluation ({cfg.train_candidates} x "
-            f"{cfg.eval_episodes} episodes x {cfg.eval_length(cfg.task)} steps kept back): raise --steps to "
-            f"at least {cfg.iterations * (kept_back + cfg.train.ppo.batch_size)}, or lower eval_episodes or "
-            f"train.env.episode_length")
+    shortfall = cfg.budget_shortfall(cfg.steps, [cfg.task]) if cfg.mode == "rlgpt" else None
+    if shortfall:
+        raise ConfigError(shortfall)
     try:
         agents = AgentConfig(**{**dataclasses.asdict(cfg.agents),
                                 "seed": derived_seed(cfg.agents.seed, cfg.seed),

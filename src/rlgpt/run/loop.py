@@ -367,16 +367,9 @@ class Loop:
         iterations) leave an iteration nothing to train after its validation evaluation: such
         a run would plan and write code for every link and train none. The plan is kept (``plan.json``), so
         the same command with a larger ``--steps`` goes on from it."""
-        cfg = self.cfg
-        per_iteration = cfg.iteration_budget(steps // len(links))
-        kept_back = cfg.train_candidates * max(cfg.eval_bound(task) for task in links)
-        if per_iteration <= kept_back:
-            raise ConfigError(
-                f"steps ({steps}) give each of the plan's {len(links)} subtasks {steps // len(links)} steps "
-                f"and each of its {cfg.iterations} iterations {per_iteration}, nothing left to train after "
-                f"its validation evaluation ({kept_back} steps kept back): raise --steps to at least "
-                f"{len(links) * cfg.iterations * (kept_back + cfg.train.ppo.batch_size)}, or lower "
-                f"eval_episodes or train.env.episode_length")
+        shortfall = self.cfg.budget_shortfall(steps, links)
+        if shortfall:
+            raise ConfigError(shortfall)
 
     def start_step(self, chain: list[Skill], sub_dir: Path) -> dict[str, Any]:
         """The start states of the subtask after `chain`: its skills played from fresh worlds, the states

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,16 @@ def _groups(summaries: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[
     for s in sorted(summaries, key=lambda s: s.get("seed", 0)):
         groups.setdefault((s["task"], variant(s)), []).append(s)
     return groups
+
+
+def _cells(summaries: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(task, variant, its runs by seed) for every pair that has runs, tasks then variants in `_order`."""
+    tasks, variants = _order(summaries)
+    groups = _groups(summaries)
+    for task in tasks:
+        for v in variants:
+            if groups.get((task, v)):
+                yield task, v, groups[(task, v)]
 
 
 def _who(s: dict[str, Any]) -> str:
@@ -294,28 +304,22 @@ def human_steps(steps: float) -> str:
 
 def steps_to_success_table(summaries: list[dict[str, Any]]) -> Table:
     """Per task x variant: for each threshold, the median steps to reach it over seeds and how many did."""
-    tasks, variants = _order(summaries)
-    groups = _groups(summaries)
     rows, notes = [], []
-    for task in tasks:
-        for v in variants:
-            runs = groups.get((task, v))
-            if not runs:
+    for task, v, runs in _cells(summaries):
+        row = [task, v]
+        unknown = [s for s in runs if not run_steps_to(s, THRESHOLDS[0])[0]]
+        for threshold in THRESHOLDS:
+            values = [run_steps_to(s, threshold)[1] for s in runs if run_steps_to(s, threshold)[0]]
+            if not values:
+                row.append("n/a")
                 continue
-            row = [task, v]
-            unknown = [s for s in runs if not run_steps_to(s, THRESHOLDS[0])[0]]
-            for threshold in THRESHOLDS:
-                values = [run_steps_to(s, threshold)[1] for s in runs if run_steps_to(s, threshold)[0]]
-                if not values:
-                    row.append("n/a")
-                    continue
-                mid = median_steps(values)
-                reached = sum(x is not None for x in values)
-                row.append(f"{'never' if mid is None else human_steps(mid)} ({reached}/{len(values)})")
-            if unknown:
-                notes.append("no budget-mark evaluations, left out: " + "; ".join(_who(s) for s in unknown))
-                row[-1] += f" [{len(notes)}]"
-            rows.append(row)
+            mid = median_steps(values)
+            reached = sum(x is not None for x in values)
+            row.append(f"{'never' if mid is None else human_steps(mid)} ({reached}/{len(values)})")
+        if unknown:
+            notes.append("no budget-mark evaluations, left out: " + "; ".join(_who(s) for s in unknown))
+            row[-1] += f" [{len(notes)}]"
+        rows.append(row)
     title = ("Primitive steps to test success 0.5 / 0.8 / 0.9 from the budget marks: median over seeds "
              "(seeds that reached it / seeds; never: more than half did not)")
     return Table(title, ["task", "variant", *THRESHOLDS], rows, notes)
@@ -323,28 +327,22 @@ def steps_to_success_table(summaries: list[dict[str, Any]]) -> Table:
 
 def steps_by_kind_table(summaries: list[dict[str, Any]]) -> Table:
     """Per task x variant: the mean over seeds of each kind of env step and of ``steps_used``."""
-    tasks, variants = _order(summaries)
-    groups = _groups(summaries)
     kinds = list(STEP_KINDS)
     for s in summaries:
         kinds += [k for k in (s.get("steps_by_kind") or {}) if k not in kinds]
     rows, notes = [], []
-    for task in tasks:
-        for v in variants:
-            runs = groups.get((task, v))
-            if not runs:
-                continue
-            known = [s for s in runs if isinstance(s.get("steps_by_kind"), dict)]
-            row = [task, v, str(len(runs))]
-            for kind in kinds:
-                row.append(f"{statistics.fmean(int(s['steps_by_kind'].get(kind, 0)) for s in known):,.0f}"
-                           if known else "n/a")
-            row.append(f"{statistics.fmean(int(s.get('steps_used', 0)) for s in runs):,.0f}")
-            if len(known) < len(runs):
-                notes.append("no `steps_by_kind` in its summary.json (an older run: steps_used is what it "
-                             "counted then): " + "; ".join(_who(s) for s in runs if s not in known))
-                row[-1] += f" [{len(notes)}]"
-            rows.append(row)
+    for task, v, runs in _cells(summaries):
+        known = [s for s in runs if isinstance(s.get("steps_by_kind"), dict)]
+        row = [task, v, str(len(runs))]
+        for kind in kinds:
+            row.append(f"{statistics.fmean(int(s['steps_by_kind'].get(kind, 0)) for s in known):,.0f}"
+                       if known else "n/a")
+        row.append(f"{statistics.fmean(int(s.get('steps_used', 0)) for s in runs):,.0f}")
+        if len(known) < len(runs):
+            notes.append("no `steps_by_kind` in its summary.json (an older run: steps_used is what it "
+                         "counted then): " + "; ".join(_who(s) for s in runs if s not in known))
+            row[-1] += f" [{len(notes)}]"
+        rows.append(row)
     title = "Env steps by kind, mean over seeds (steps_used: all but the test evaluation)"
     return Table(title, ["task", "variant", "seeds", *kinds, "steps_used"], rows, notes)
 
