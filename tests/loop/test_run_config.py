@@ -77,3 +77,18 @@ def test_a_plan_whose_links_cannot_pay_for_their_evaluations_is_refused() -> Non
                                           "nothing left to train .*raise --steps to at least 420480"):
         loop.check_link_budget(400_000, ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone",
                                          "place_furnace"])
+
+
+@pytest.mark.parametrize("task, length", [("collect_wood", 300), ("crafter", 10_000)])
+def test_a_training_plays_the_fast_agents_horizon_but_the_crafter_benchmark_plays_its_own(task, length,
+                                                                                         tmp_path) -> None:
+    # The benchmark's reward counts each achievement's first unlock in a 10,000-step episode: a horizon of
+    # 300 would train on episodes that can never unlock what takes longer.
+    from rlgpt.agents.replies import FastReply
+    from rlgpt.run.loop import Loop
+
+    loop = Loop(load_run_config(None, [f"task={task}", "steps=1000000", "max_outer=1", "max_inner=1"]),
+                None, None, None)  # type: ignore[arg-type]
+    [job] = loop.candidate_jobs(tmp_path, task, FastReply((), "", ("view",), 300), 50_000, None, (), (), 0)
+    assert job.config.env.episode_length == length
+    assert job.eval_episode_length == loop.cfg.eval_length(task)

@@ -35,6 +35,7 @@ from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import ConfigError, RunConfig, candidate_seed
 from rlgpt.envs.crafter import GameState
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.code_skills import code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
@@ -264,6 +265,10 @@ class Loop:
         candidate k counts from ``mark_offset + k * steps`` and saves the marks in its own window (candidate
         0 also those passed since the previous training, as a single training does)."""
         jobs = []
+        # The Crafter benchmark's episode is part of its definition (its reward counts each achievement's
+        # first unlock in an episode of 10,000 steps): the fast agent's horizon would cut off what a long
+        # episode unlocks, so its trainings play the benchmark's own length.
+        horizon = self.cfg.eval_length(task) if TaskSpec.from_name(task).benchmark else reply.horizon
         for k in range(self.cfg.train_candidates):
             offset = mark_offset + k * steps
             own_marks = tuple(marks) if k == 0 else tuple(m for m in marks if m > offset)
@@ -272,7 +277,7 @@ class Loop:
                                         run_dir=str(layout.candidate_dir(it_dir, k)), eval_episodes=0,
                                         wandb=False, options=options, marks=own_marks, mark_offset=offset,
                                         env=dataclasses.replace(self.cfg.train.env,
-                                                                episode_length=reply.horizon,
+                                                                episode_length=horizon,
                                                                 start_pool=start_pool),
                                         macros=dataclasses.replace(self.cfg.train.macros, file=None))
             if reply.macros:
