@@ -40,7 +40,8 @@ def test_bad_reward_code_is_rejected_with_a_diagnostic(code: str, message: str) 
 
 
 def test_working_reward_shapes_every_primitive_step_inside_a_macro() -> None:
-    env = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=200), WOOD, seed=0)
+    env = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=200), WOOD, seed=0,
+                             episode_cap=None)
     macros = MacroActionWrapper(env, [MacroSource("chop", CHOP)], max_macro_steps=64, seed=0)
     macros.reset(seed=3)
     _, reward, terminated, _, info = macros.step(macros.n_primitive)  # the macro
@@ -50,6 +51,50 @@ def test_working_reward_shapes_every_primitive_step_inside_a_macro() -> None:
     # The discounted sparse success (1.0) plus the wood gain (1.0) from the reward code at the last step;
     # without the shaping the macro's return would be below 1.
     assert reward > 1.8
+
+
+@pytest.mark.parametrize("value", [0.3, -0.3])
+def test_an_episodes_shaping_adds_up_to_at_most_its_cap_either_sign(value: float) -> None:
+    # Shaping that pays on every step (+0.5 a stone mined, again and again) must not out-earn the task's
+    # success reward: the episode's total stops at the cap, and the next episode starts from 0 again.
+    env = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=10),
+                             f"def reward(game, prev):\n    return {value}\n", seed=0, episode_cap=0.5)
+    for _ in range(2):
+        env.reset(seed=1)
+        added, total, done = [], 0.0, False
+        while not done:
+            _, reward, terminated, truncated, info = env.step(ACTION_NAMES.index("noop"))
+            added.append(info["dense_reward"])
+            total += reward
+            done = terminated or truncated
+        sign = 1 if value > 0 else -1
+        assert len(added) == 10 and added[0] == value and added[1] == pytest.approx(0.2 * sign)
+        assert all(a == 0.0 for a in added[2:])
+        assert sum(added) == pytest.approx(0.5 * sign) and total == pytest.approx(0.5 * sign)
+        assert env.episode_total == pytest.approx(0.5 * sign)
+    uncapped = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=10),
+                                  f"def reward(game, prev):\n    return {value}\n", seed=0, episode_cap=None)
+    uncapped.reset(seed=1)
+    assert sum(uncapped.step(ACTION_NAMES.index("noop"))[1] for _ in range(10)) == pytest.approx(10 * value)
+
+
+@pytest.mark.parametrize("cap, total", [(0.25, 0.25), (0.0, 3.0)])
+def test_a_trainings_cap_reaches_the_wrapper_its_env_workers_build(cap: float, total: float) -> None:
+    import types
+
+    from rlgpt.config import EnvSetup, TrainConfig
+    from rlgpt.rl.sf_config import rlgpt_flags
+    from rlgpt.rl.wrappers import wrap_task_env
+
+    # What a Sample Factory env worker reads: the training's rlgpt_* flags (0 = no cap).
+    setup = EnvSetup("def reward(game, prev):\n    return 0.3\n")
+    flags = rlgpt_flags(TrainConfig(dense_reward_cap=cap), setup)
+    env = wrap_task_env(make_task_env("collect_wood", seed=0, episode_length=10),
+                        types.SimpleNamespace(**flags, seed=0, gamma=0.99))
+    env.reset(seed=1)
+    assert sum(env.step(ACTION_NAMES.index("noop"))[1] for _ in range(10)) == pytest.approx(total)
+    with pytest.raises(ValueError, match="episode_cap"):
+        DenseRewardWrapper(CrafterEnv(length=None), WOOD, episode_cap=-1.0)
 
 
 def test_failing_reward_gives_zero_and_a_diagnostic_never_an_exception() -> None:

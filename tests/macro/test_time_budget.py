@@ -67,7 +67,7 @@ def test_a_macro_that_takes_the_step_time_is_disabled_and_counted() -> None:
 def test_a_slow_reward_is_switched_off_with_a_diagnostic() -> None:
     code = f"def reward(game, prev):\n    {SLOW_STEP}\n    return 1.0\n"
     env = DenseRewardWrapper(CrafterEnv(length=None), code, seed=0, max_time_share=0.5,
-                             budget_grace_seconds=0.2)
+                             budget_grace_seconds=0.2, episode_cap=None)  # every value seen, not capped
     env.reset(seed=0)
     values = []
     for _ in range(200):

@@ -205,7 +205,7 @@ def dry_run_reward(env: CrafterEnv, compiled: CompiledFunction, steps: int,
                    seed: int) -> tuple[Diagnostic | None, int]:
     """Run a compiled reward for up to `steps` random steps on `env`: its first runtime diagnostic, a
     ``reward_level`` diagnostic when it pays for sitting in a state, or None; and the steps played."""
-    wrapped = DenseRewardWrapper(env, compiled, seed=seed)
+    wrapped = DenseRewardWrapper(env, compiled, seed=seed, episode_cap=None)  # judge what it returns
     wrapped.reset(seed=seed)
     moves = random.Random(seed)
     steady = paid = 0  # steps where no counter changed, and those of them the reward paid on

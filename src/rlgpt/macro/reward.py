@@ -32,6 +32,9 @@ REWARD_ENTRY = "reward"
 """Name of the dense reward function the fast agent writes."""
 REWARD_SIGNATURE = "def reward(game, prev):"
 """Its signature, as shown to the model."""
+DEFAULT_EPISODE_CAP = 0.5
+"""Default of `TrainConfig.dense_reward_cap`: the most the dense reward adds up to over an episode, either
+sign (below the task's success reward of 1)."""
 MAX_ABS_REWARD = 1e6
 """Largest dense reward magnitude accepted from one call. Beyond it a value is almost surely a bug, and it
 would swamp the task reward (or overflow to inf once scaled and summed over a macro call)."""
@@ -146,17 +149,26 @@ class RewardFunction:
 
 class DenseRewardWrapper(gymnasium.Wrapper):
     """Adds ``scale * reward(game, prev)`` to every primitive step's reward (below any macro wrapper, so
-    steps inside a macro are shaped too). ``info["dense_reward"]`` holds the step's value; a failing step
-    adds ``info["dense_reward_diagnostic"]`` (a dict) and is kept in ``diagnostics`` for the critic."""
+    steps inside a macro are shaped too), with the episode's total kept within ``+-episode_cap``: a step
+    adds what keeps the running total inside it (so shaping that pays again and again, +0.5 per stone
+    mined, cannot out-earn the task's success reward). ``info["dense_reward"]`` holds what the step added;
+    a failing step adds ``info["dense_reward_diagnostic"]`` (a dict) and is kept in ``diagnostics`` for the
+    critic."""
 
     def __init__(self, env: gymnasium.Env, reward: CompiledFunction | str, scale: float = 1.0,
                  limits: MacroLimits | None = None, seed: int | None = None,
                  keep_diagnostics: int = 32, max_time_share: float = DEFAULT_MAX_SHARE,
-                 budget_grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
+                 budget_grace_seconds: float = DEFAULT_GRACE_SECONDS,
+                 episode_cap: float | None = DEFAULT_EPISODE_CAP) -> None:
         super().__init__(env)
+        if episode_cap is not None and not episode_cap > 0:
+            raise ValueError(f"episode_cap must be > 0 or None (no cap), got {episode_cap!r}")
         compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
         self.reward_fn = RewardFunction(compiled)
         self.scale = scale
+        self.episode_cap = episode_cap
+        self.episode_total = 0.0
+        """What the dense reward has added over the current episode (within ``+-episode_cap``)."""
         self.game = GameAPI(find_crafter(env), random.Random(seed))
         self.errors = 0
         """Failed reward calls over the wrapper's lifetime."""
@@ -171,6 +183,7 @@ class DenseRewardWrapper(gymnasium.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the env and snapshot the first state."""
         self.budget.new_episode()
+        self.episode_total = 0.0
         out = self.env.reset(**kwargs)
         self._prev = GameSnapshot.of(self.game)
         return out
@@ -190,10 +203,14 @@ class DenseRewardWrapper(gymnasium.Wrapper):
         else:
             value, diagnostic = 0.0, None  # switched off: its diagnostic was recorded when it happened
         self.calls += 1
+        added = self.scale * value
+        if self.episode_cap is not None:
+            total = min(max(self.episode_total + added, -self.episode_cap), self.episode_cap)
+            added, self.episode_total = total - self.episode_total, total
         info = dict(info)
-        info["dense_reward"] = self.scale * value
+        info["dense_reward"] = added
         if diagnostic is not None:
             self.errors += 1
             self.diagnostics.append(diagnostic)
             info["dense_reward_diagnostic"] = diagnostic.to_dict()
-        return obs, float(reward) + self.scale * value, terminated, truncated, info
+        return obs, float(reward) + added, terminated, truncated, info

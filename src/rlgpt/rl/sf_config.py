@@ -112,6 +112,7 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         "rlgpt_max_time_share": cfg.macros.max_time_share,
         "rlgpt_budget_grace_seconds": cfg.macros.budget_grace_seconds,
         "rlgpt_reward": setup.reward_code,
+        "rlgpt_dense_reward_cap": cfg.dense_reward_cap,
         "rlgpt_observation": ",".join(setup.observation),
         "rlgpt_learner_core": learner_core(cfg, backend),
         "rlgpt_batch_games": games,

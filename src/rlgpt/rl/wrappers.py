@@ -17,7 +17,7 @@ from sample_factory.utils.typing import Config
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE
 from rlgpt.macro.files import sources_from_json
-from rlgpt.macro.reward import DenseRewardWrapper
+from rlgpt.macro.reward import DEFAULT_EPISODE_CAP, DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.options import OptionActionWrapper
@@ -180,7 +180,9 @@ def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options:
     if reward and dense_reward:
         # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
         # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
-        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0), **time_budget(cfg))
+        cap = float(getattr(cfg, "rlgpt_dense_reward_cap", DEFAULT_EPISODE_CAP))
+        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0), episode_cap=cap or None,
+                                 **time_budget(cfg))
         limit_worker_memory(cfg)  # reward code runs here too: the same memory backstop as for macros
     if observation:
         env = ObservationParts(env, tuple(observation.split(",")))
