@@ -7,7 +7,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlgpt.config import EnvSetup, builtin_config_path, load_config
 from rlgpt.rl.train import train
 
-MACROS = """
+GROW = """
 - name: grow
   code: |
     def grow(game):
@@ -15,6 +15,8 @@ MACROS = """
         while True:
             a.extend(enumerate(a))
         yield "noop"
+"""
+SLOW = """
 - name: slow
   code: |
     def slow(game):
@@ -26,27 +28,39 @@ MACROS = """
 REWARD = "def reward(game, prev):\n    return 2 ** 4000\n"
 
 
-def test_hostile_macros_and_reward_in_sf_workers(tmp_path):
+def hostile_training(tmp_path, macros: str, *overrides: str):
+    """Train the smoke config with `macros` and the huge-int reward; the most of each ``macro/*`` scalar
+    over the run's summaries (Sample Factory reports them as means over its last 32 episodes)."""
     macro_file = tmp_path / "hostile.yaml"
-    macro_file.write_text(MACROS)
+    macro_file.write_text(macros)
     cfg = load_config(
         builtin_config_path("smoke.yaml"),
-        [f"run_dir={tmp_path / 'run'}", "steps=3000", f"macros.file={macro_file}", "eval_episodes=0",
-         "macros.max_steps=8", "env.episode_length=60", "macros.budget_grace_seconds=0.2",
-         "macros.max_time_share=0.5"],
+        [f"run_dir={tmp_path / 'run'}", f"macros.file={macro_file}", "eval_episodes=0", "macros.max_steps=8",
+         *overrides],
     )
     result = train(cfg, setup=EnvSetup(reward_code=REWARD))
-    assert result.status == 0 and result.env_steps >= 3000
+    assert result.status == 0 and result.env_steps >= cfg.steps
 
     events = EventAccumulator(str(result.run_dir / ".summary" / "0"))
     events.Reload()
-
     tags = events.Tags()["scalars"]
-    assert "macro/grow/calls" in tags, sorted(tags)
+    assert any(tag.startswith("macro/") for tag in tags), sorted(tags)
+    return {tag: max(e.value for e in events.Scalars(tag)) for tag in tags if tag.startswith("macro/")}
 
-    def most(tag: str) -> float:
-        return max(e.value for e in events.Scalars(tag))
 
-    assert most("macro/grow/calls") > 0 and most("macro/grow/fail_memory") > 0
-    assert most("macro/grow/successes") == 0
-    assert most("macro/slow/fail_disabled") > 0
+def test_a_macro_that_grows_memory_in_c_fails_each_call_and_the_training_finishes(tmp_path):
+    # The time budget off (share 1): each call of grow runs into the worker's memory backstop (kept small
+    # so a call fails in a fraction of a second) instead of being switched off after its first call, so
+    # the 32 episodes a summary averages always hold some of its failures.
+    most = hostile_training(tmp_path, GROW, "steps=1500", "env.episode_length=30", "macros.max_time_share=1",
+                            "macros.memory_limit_mb=256")
+    assert most["macro/grow/calls"] > 0 and most["macro/grow/fail_memory"] > 0
+    assert most["macro/grow/successes"] == 0
+
+
+def test_a_macro_that_hogs_the_step_time_is_switched_off_and_the_training_finishes(tmp_path):
+    # Switched off for the rest of the process: every later call of it reads fail_disabled.
+    most = hostile_training(tmp_path, SLOW, "steps=3000", "env.episode_length=60",
+                            "macros.budget_grace_seconds=0.2", "macros.max_time_share=0.5")
+    assert most["macro/slow/calls"] > 0 and most["macro/slow/fail_disabled"] > 0
+    assert most["macro/slow/successes"] == 0
