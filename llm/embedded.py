@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ContextOverflowError
 from rlgpt.llm.types import Completion, Message, SamplingParams
@@ -28,6 +28,7 @@ def quiet_openmp(env: MutableMapping[str, str]) -> None:
 quiet_openmp(os.environ)
 
 _OVERFLOW_MARKERS = ("exceed context window", "context window")
+T = TypeVar("T")
 
 
 def _import_llama() -> Any:
@@ -143,6 +144,29 @@ def prefix_state_disk_cache() -> type:
     return PrefixStateDiskCache
 
 
+def count_computed(llama: Any, call: Callable[[], T]) -> tuple[T, int]:
+    """``call()`` (one completion on `llama`) and how many prompt tokens it computed; the rest of the prompt
+    was served from kept state (the context's previous prompt or a loaded prompt state).
+
+    `Llama.generate` evaluates what its prefix reuse left of the prompt in one `eval` call, then one call per
+    sampled token (with its draft tokens, if any): the first call's length is the prompt part computed.
+    llama.cpp's own prompt-eval counter cannot tell them apart once draft tokens are verified in batches.
+    """
+    evaluated: list[int] = []
+    original = llama.eval
+
+    def eval_counted(tokens: Any) -> Any:
+        evaluated.append(len(tokens))
+        return original(tokens)
+
+    llama.eval = eval_counted  # an instance attribute: shadows the method for this call only
+    try:
+        result = call()
+    finally:
+        del llama.eval
+    return result, (evaluated[0] if evaluated else 0)
+
+
 class EmbeddedBackend:
     """A llama.cpp model loaded once; structured output via a grammar compiled from the JSON schema."""
 
@@ -209,12 +233,11 @@ class EmbeddedBackend:
         """Generate one reply; with `schema`, constrained by llama.cpp's JSON-schema grammar."""
         response_format = {"type": "json_object", "schema": schema} if schema is not None else None
         with self._lock:
-            computed = self._prompt_evals()
             try:
-                out = self._llama.create_chat_completion(
+                out, computed = count_computed(self._llama, lambda: self._llama.create_chat_completion(
                     messages=messages, response_format=response_format, temperature=sampling.temperature,
                     top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=sampling.seed,
-                )
+                ))
             except ValueError as exc:
                 if any(marker in str(exc) for marker in _OVERFLOW_MARKERS):
                     raise ContextOverflowError(
@@ -222,7 +245,6 @@ class EmbeddedBackend:
                         f"shorten the prompt or raise n_ctx"
                     ) from None
                 raise
-            computed = self._prompt_evals() - computed
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens", 0))
@@ -232,17 +254,8 @@ class EmbeddedBackend:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=str(choice.get("finish_reason") or "stop"),
             model=self._model_id,
-            cached_tokens=max(prompt_tokens - computed, 0) if computed >= 0 else 0,
+            cached_tokens=max(prompt_tokens - computed, 0),
         )
-
-    def _prompt_evals(self) -> int:
-        """Prompt tokens llama.cpp has computed in this context so far (its perf counter; -1 if unknown)."""
-        try:
-            import llama_cpp
-
-            return int(llama_cpp.llama_perf_context(self._llama._ctx.ctx).n_p_eval)
-        except Exception:  # an older llama-cpp-python without the counter: cached tokens unknown
-            return -10**9
 
     def close(self) -> None:
         """Free the model's memory now rather than at garbage collection (waits for a running call)."""

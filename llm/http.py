@@ -47,6 +47,15 @@ def schema_payload(dialect: str, schema: dict[str, Any], name: str = "reply") ->
     raise ConfigError(f"unknown structured-output dialect {dialect!r}; use one of {DIALECTS[1:]}")
 
 
+def cached_tokens(usage: dict[str, Any]) -> int:
+    """Prompt tokens a server served from its prefix cache, from OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prompt-tokens-details``, our llama.cpp
+    server); 0 when the server does not say (or says nonsense)."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if type(value) is int and value >= 0 else 0
+
+
 class OpenAIHTTPBackend:
     """Chat completions from an OpenAI-compatible server, with timeouts, retries and clear errors."""
 
@@ -137,6 +146,7 @@ class OpenAIHTTPBackend:
                 completion_tokens=int(usage.get("completion_tokens", 0)),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
                 model=str(out.get("model", self.model)),
+                cached_tokens=cached_tokens(usage),
             )
         except (KeyError, IndexError, TypeError) as exc:
             raise NonJSONResponseError(

@@ -226,3 +226,33 @@ def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(
     assert not recording.requests and choice.source is not None
     assert "def skill_get_wood(game)" in choice.source.code  # what trains is the linked module
     assert choice.best is not None and choice.best.probe is not None and choice.best.probe.goal_rate == 1.0
+
+
+def test_the_trusted_goal_macro_is_probed_before_a_revision_is_asked_for(client: LLMClient,
+                                                                         recording: Recording) -> None:
+    config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=1, code_max_tokens=256,
+                         probe_seeds=(0, 1), probe_max_steps=200)
+    agent = FastAgent(client, config)
+    record_reply(client, agent.macro_messages("collect_stone", STONE), IDLE, agent._sampling(0))
+    choice = agent.write_macro("collect_stone", STONE)
+    # The goal macro reached the goal on every probe: no revision of the idle candidate is asked for.
+    assert not recording.requests
+    assert [c.fallback for c in choice.candidates] == [False, True] and choice.best is choice.candidates[1]
+
+
+@pytest.mark.slow
+def test_a_revision_revises_the_models_own_candidate_when_the_goal_macro_fails_too(
+        client: LLMClient, recording: Recording) -> None:
+    # 8 steps are too few for the goal macro to get a pickaxe and mine from a fresh world.
+    config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=1, code_max_tokens=256,
+                         probe_seeds=(0,), probe_max_steps=8)
+    agent = FastAgent(client, config)
+    record_reply(client, agent.macro_messages("collect_stone", STONE), IDLE, agent._sampling(0))
+    choice = agent.write_macro("collect_stone", STONE)
+    fallback = choice.candidates[1]
+    assert fallback.fallback and fallback.probe is not None and fallback.probe.goal_rate == 0.0
+    # One model call: the revision, which shows the model its own idle code, not the trusted macro.
+    assert len(recording.requests) == 1
+    request = recording.requests[0][0][1]["content"]
+    assert 'yield "noop"' in request and "game.collect(" not in request
+    assert len(choice.candidates) == 3 and choice.candidates[2].revises == 0

@@ -107,3 +107,36 @@ def test_repair_without_a_model_plan_follows_the_dependency_graph() -> None:
     assert [s.name for s in plan.subtasks] == ["collect_sapling", "place_plant", "eat_plant"]
     bad = Plan((Subtask("place_table", "t", ""),))
     assert plan_problems(bad, ("place_table",)) == ["place_table needs collect_wood earlier in the plan"]
+
+
+@pytest.mark.parametrize("api", ["skills", "basic"])
+def test_every_roles_prompt_starts_with_the_same_tokens(agent_model, api: str) -> None:
+    # What llama.cpp reuses across calls is the longest common token prefix: every role's system message
+    # must start with the same rules + API text (at the run's API level), so that a role's first call
+    # computes only its own instructions.
+    from rlgpt.agents.common import documentation
+    from rlgpt.agents.fast import FastAgent
+
+    config = AgentConfig(api=api)
+    client = LLMClient(agent_model)
+    decomposition = Decomposition((CHOP,))
+    fast = FastAgent(client, config)
+    systems = {
+        "slow": SlowAgent(client, config).messages("place_table")[0],
+        "fast": fast.macro_messages("place_table", CHOP)[0],
+        "fast_reward": fast.reward_prompt("place_table", decomposition).render()[0],
+        "fast_setup": fast.setup_prompt("place_table", decomposition, ["chop_tree"]).render()[0],
+        "critic": Critic(client, config).prompt("place_table", 1, decomposition).render()[0],
+        "planner": Planner(client, config).messages("place_table", {})[0],
+    }
+    doc = documentation(api)
+    preamble = prompts.render("fast_setup", **doc, task="t", decomposition="d", macros="m",
+                              feedback="f")[0]["content"].split("You are the fast agent")[0]
+    assert doc["env_rules"] in preamble and doc["macro_api"] in preamble
+    tokenize = agent_model.llama.tokenize
+    want = tokenize(preamble.encode(), add_bos=False, special=True)
+    for role, message in systems.items():
+        assert message["role"] == "system" and message["content"].startswith(preamble), role
+        got = tokenize(message["content"].encode(), add_bos=False, special=True)
+        shared = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), len(want))
+        assert shared >= len(want) - 1, role  # the boundary token may merge with the role's first word

@@ -19,7 +19,7 @@ from rlgpt.llm import (
     SchemaValidationError,
     ServerUnavailableError,
 )
-from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.http import OpenAIHTTPBackend, cached_tokens
 from rlgpt.llm.llama_server import translate_response_format
 from rlgpt.llm.serve import ManagedServer, free_port
 
@@ -66,6 +66,31 @@ def test_llama_server_accepts_openai_json_schema_format(llama_server: ManagedSer
     _check(data)
     backend = OpenAIHTTPBackend(llama_server.base_url, dialect="json_schema", max_retries=0)
     _check(LLMClient(backend, default_sampling=SAMPLING).structured("slow", MESSAGES, SCHEMA))
+
+
+def test_llama_server_reports_the_prompt_tokens_served_from_kept_state(llama_server: ManagedServer) -> None:
+    client = LLMClient(OpenAIHTTPBackend(llama_server.base_url),
+                       default_sampling=SamplingParams(max_tokens=1))
+    # A system prompt no other test sends: the first request computes all of it.
+    system = {"role": "system", "content": "Rules: " + ", ".join(f"rule {i} is kept" for i in range(60))}
+    client.chat("fast", [system, {"role": "user", "content": "Which rule is first?"}])
+    cold = client.metrics()
+    # At most the chat template's first tokens were kept from another test's request.
+    assert cold["llm/cached_tokens"] < 10 and cold["llm/prefill_tokens"] > 300
+    client.chat("fast", [system, {"role": "user", "content": "Which rule is last?"}])
+    warm = client.metrics()
+    # Only the new question was computed; the server said so in usage.prompt_tokens_details.
+    assert warm["llm/cached_tokens"] - cold["llm/cached_tokens"] > 300
+    assert warm["llm/prefill_tokens"] - cold["llm/prefill_tokens"] < 20
+
+
+@pytest.mark.parametrize("usage, cached", [
+    ({"prompt_tokens": 9}, 0), ({"prompt_tokens_details": None}, 0),
+    ({"prompt_tokens_details": {"cached_tokens": 7}}, 7),
+    ({"prompt_tokens_details": {"cached_tokens": -3}}, 0),
+    ({"prompt_tokens_details": {"cached_tokens": "7"}}, 0), ({"prompt_tokens_details": [7]}, 0)])
+def test_cached_tokens_are_read_from_openai_usage_details(usage: dict, cached: int) -> None:
+    assert cached_tokens(usage) == cached
 
 
 def test_json_schema_translation_leaves_other_requests_alone() -> None:

@@ -21,7 +21,8 @@ from rlgpt.agents.replies import (
 )
 
 VALUES = {
-    "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_rules": "2D"},
+    "planner": {"task": "make an iron pickaxe", "skills": "collect_wood: get wood", "env_rules": "2D",
+                "macro_api": "move(d)"},
     "slow": {"task": "collect wood", "env_rules": "Crafter", "macro_api": "move(d)", "feedback": "none",
              **knowledge_values("slow")},
     "fast": {"task": "collect wood", "name": "chop", "description": "chop a tree", "goal": "wood",
@@ -30,7 +31,7 @@ VALUES = {
     "fast_reward": {"task": "collect wood", "decomposition": "chop", "macro_api": "move(d)",
                     "env_rules": "rules", "feedback": "none", **knowledge_values("fast_reward")},
     "fast_setup": {"task": "collect wood", "decomposition": "chop", "macros": "chop", "env_rules": "rules",
-                   "feedback": "none"},
+                   "macro_api": "move(d)", "feedback": "none"},
     "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none",
                "env_rules": "rules", "macro_api": "move(d)", "decomposition": "chop", "probes": "none"},
 }

@@ -27,8 +27,9 @@ def documentation(api: str = "skills", env_doc: str = "full") -> dict[str, str]:
     action list, `actions_only`) and ``macro_api`` (at API level `api`, one of
     `rlgpt.agents.api_doc.API_LEVELS`).
 
-    Every template starts with these (rules first, then the API), so consecutive calls of different roles
-    share a long prompt prefix that llama.cpp does not evaluate again.
+    Every role's system message starts with these (`rlgpt.prompts.PREAMBLE`: rules first, then the API), so
+    the calls of different roles share a long prompt prefix that llama.cpp does not evaluate again: every
+    role takes the same `api` and `env_doc`.
     """
     check_env_doc(env_doc)
     rules = actions_only() if env_doc == "none" else crafter_rules()

@@ -100,7 +100,7 @@ class Critic:
         limit = self.config.critic_max_chars
         probe_text = "\n".join(p.render() for p in probes) or "(no macros probed)"
         return RolePrompt(ROLE, {
-            **documentation(env_doc=self.config.env_doc),
+            **documentation(self.config.api, self.config.env_doc),
             "task": describe_task(task, self.config.env_doc, self.start),
             "iteration": str(iteration),
             "decomposition": render_decomposition(decomposition),

@@ -330,31 +330,41 @@ class FastAgent:
         return MacroCandidate(index, result, probe, revises)
 
     @staticmethod
-    def _select(choice: MacroChoice) -> None:
-        probed = [c for c in choice.candidates if c.probe is not None]
-        if probed:
-            # Best probe score; among equals the earliest candidate.
-            choice.best = max(probed, key=lambda c: (c.probe.score(), -c.index))  # type: ignore[union-attr]
+    def _best(candidates: list[MacroCandidate]) -> MacroCandidate | None:
+        """The probed candidate with the best probe score, the earliest among equals (None: none probed)."""
+        probed = [c for c in candidates if c.probe is not None]
+        return max(probed, key=lambda c: (c.probe.score(), -c.index)) if probed else None  # type: ignore[union-attr]
+
+    @classmethod
+    def _select(cls, choice: MacroChoice) -> None:
+        best = cls._best(choice.candidates)
+        if best is not None:
+            choice.best = best
 
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
         """Sample candidates for `sub`, repair compile errors, probe those that compile (after `setup`),
-        keep the best; while the best misses its goal in some probe call, ask for a revision that sees
-        the probes (`AgentConfig.probe_repair_retries`)."""
+        keep the best; when none reaches its goal in every probe call, offer the trusted goal macro
+        (`_offer_fallback`), and while still nothing does, ask for a revision of the model's best candidate
+        that sees its probes (`AgentConfig.probe_repair_retries`). The fallback is probed before any
+        revision is asked for: a revision cannot beat a candidate that always reaches the goal by more than
+        a few steps, and each one is a model call (seconds to minutes on a CPU)."""
         messages = self.macro_messages(task, sub, feedback)
         choice = MacroChoice(sub)
         for index in range(self.config.samples):
             choice.candidates.append(self._candidate(index, messages, sub, setup))
         self._select(choice)
+        self._offer_fallback(choice, setup)
         for _ in range(self.config.probe_repair_retries):
-            best = choice.best
-            if best is None or best.probe is None or best.probe.goal_rate in (None, 1.0):
+            if choice.best is None or choice.best.probe is None or choice.best.probe.goal_rate in (None, 1.0):
                 break  # nothing compiled (compile repair already ran), no goal to judge by, or it works
+            best = self._best([c for c in choice.candidates if not c.fallback])
+            if best is None:
+                break
             revision = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
             choice.candidates.append(
                 self._candidate(len(choice.candidates), revision, sub, setup, revises=best.index))
             self._select(choice)
-        self._offer_fallback(choice, setup)
         return choice
 
     def _offer_fallback(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> None:
@@ -434,7 +444,7 @@ class FastAgent:
         """The prompt values asking for the RL setup."""
         env_doc = self.config.env_doc
         return RolePrompt("fast_setup", {
-            "env_rules": documentation(env_doc=env_doc)["env_rules"],
+            **documentation(self.config.api, env_doc),
             "task": describe_task(task, env_doc, self.start),
             "decomposition": render_decomposition(decomposition),
             "macros": ", ".join(macro_names) or "(none)", "feedback": feedback or "none"})

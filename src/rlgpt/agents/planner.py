@@ -77,10 +77,10 @@ class Planner:
         self.config = config or AgentConfig()
 
     def messages(self, task: str, skills: Mapping[str, str]) -> list[Message]:
-        """The prompt: crafter's rules, the task and the skill library."""
+        """The prompt: crafter's rules, the macro API, the task and the skill library."""
         library = "\n".join(f"{name}: {text}" for name, text in skills.items()) or "(empty)"
         env_doc = self.config.env_doc
-        return prompts.render(ROLE, env_rules=documentation(env_doc=env_doc)["env_rules"],
+        return prompts.render(ROLE, **documentation(self.config.api, env_doc),
                               task=describe_task(task, env_doc), skills=library)
 
     def plan(self, task: str, skills: Mapping[str, str] | None = None) -> PlanResult:

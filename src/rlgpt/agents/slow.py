@@ -198,7 +198,7 @@ class SlowAgent:
     def prompt(self, task: str, feedback: str = "none") -> RolePrompt:
         """The prompt's values: crafter's rules, the macro API, the task and earlier feedback."""
         cfg = self.config
-        return RolePrompt(ROLE, {**documentation(env_doc=cfg.env_doc),
+        return RolePrompt(ROLE, {**documentation(cfg.api, cfg.env_doc),
                                  "task": describe_task(task, cfg.env_doc, self.start),
                                  "feedback": feedback or "none",
                                  **knowledge_values(ROLE, cfg.env_doc, cfg.examples)})

@@ -1,7 +1,10 @@
 """Role prompt templates and the JSON schemas of their replies, loaded from package data.
 
 Each template has `<name>.system.md` and `<name>.user.md` (string.Template syntax, `$name` placeholders;
-`$$` is a literal dollar). Templates whose reply is JSON have a reply schema `<schema>.schema.json`, and
+`$$` is a literal dollar). Every system message starts with the same preamble (`preamble.md`: the game's
+rules, then the game API), so the calls of every role share one long prompt prefix that the model keeps
+evaluated (`rlgpt.llm.embedded`'s prompt states): a role's first call computes only its own instructions.
+Templates whose reply is JSON have a reply schema `<schema>.schema.json`, and
 `$schema` is filled in automatically with it so the model sees the shape even on servers that cannot
 enforce it. The fast agent's code templates ("fast" for macros, "fast_reward" for the dense reward) have
 no schema: code comes back in ```python blocks, never inside JSON strings.
@@ -85,13 +88,17 @@ def _check_role(role: str) -> None:
         raise PromptError(f"unknown role {role!r}; known roles: {TEMPLATES}")
 
 
+PREAMBLE = "preamble.md"
+"""The start of every role's system message (``$env_rules``, ``$macro_api``): one text, so that every role's
+prompt begins with the same tokens."""
+
+
 @cache
 def load_template(role: str) -> RoleTemplate:
-    """Return the system and user templates of `role`."""
+    """Return the system and user templates of `role` (the system one with the shared preamble first)."""
     _check_role(role)
-    return RoleTemplate(
-        role, string.Template(_read(f"{role}.system.md")), string.Template(_read(f"{role}.user.md"))
-    )
+    system = _read(PREAMBLE) + _read(f"{role}.system.md")
+    return RoleTemplate(role, string.Template(system), string.Template(_read(f"{role}.user.md")))
 
 
 @cache
