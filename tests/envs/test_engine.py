@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from crafter import objects
 from crafter_play import choose
+from numba import njit
 from opensimplex.internals import _init as opensimplex_init
 
+from rlgpt.envs import mt19937
 from rlgpt.envs.batch import BatchObs, ReferenceBatch
 from rlgpt.envs.crafter import ACTION_NAMES, ITEMS, MATERIALS, VECTOR_FIELDS, CrafterEnv
-from rlgpt.envs.engine import CompiledBatch, kernels, mt19937
+from rlgpt.envs.engine import CompiledBatch, kernels
 from rlgpt.envs.engine.rules import CHUNK, KINDS, RULES, make_geometry
 from rlgpt.envs.tasks import ACHIEVEMENTS
 
@@ -471,6 +473,17 @@ def test_geometry_matches_crafter_env() -> None:
     assert RULES.act_kind.shape == (len(ACTION_NAMES),)
 
 
+@njit
+def draw_uniforms(key, pos, row, count):
+    """``count`` draws of `mt19937.next_uniform` in a loop, as the world generator makes them."""
+    out = np.empty(count)
+    p = pos[row]
+    for i in range(count):
+        out[i], p = mt19937.next_uniform(key, row, p)
+    pos[row] = p
+    return out
+
+
 def test_mt19937_matches_numpy_random_state() -> None:
     key, pos = mt19937.new_states(3)
     for row, seed in enumerate((0, 5489, 2**32 - 1)):
@@ -488,9 +501,7 @@ def test_mt19937_matches_numpy_random_state() -> None:
     before = key[1].copy(), int(pos[1])
     assert mt19937.randint(key, pos, 1, 1) == 0
     assert np.array_equal(key[1], before[0]) and pos[1] == before[1]
-    out = np.empty(1000)
-    mt19937.fill_uniform(key, pos, 1, out)
-    assert out.tolist() == reference.uniform(size=1000).tolist()
+    assert draw_uniforms(key, pos, 1, 1000).tolist() == reference.uniform(size=1000).tolist()
     for count in (0, 1, 311, 312, 3087, 5000):
         mt19937.skip_doubles(key, pos, 1, count)
         reference.uniform(32, 127, size=count)
@@ -503,7 +514,8 @@ def test_mt19937_matches_numpy_random_state() -> None:
 
 def test_simplex_tables_match_opensimplex() -> None:
     for seed in (0, 1, 2**31 - 2, 123456, *np.random.RandomState(0).randint(0, 2**31 - 1, size=20)):
-        perm, grad = kernels.simplex_perm(int(seed), _GRAD_LEN)
+        perm, grad = np.empty(256, np.int64), np.empty(256, np.int64)
+        kernels.simplex_perm(int(seed), _GRAD_LEN, perm, grad)
         want_perm, want_grad = opensimplex_init(int(seed))
         assert np.array_equal(perm, want_perm) and np.array_equal(grad, want_grad), seed
 

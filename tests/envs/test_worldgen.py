@@ -75,7 +75,7 @@ def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None
             assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
 
 
-NO_TABLES = (np.zeros((1, 1), np.int64), np.zeros((0, 4)), np.zeros(0, np.int32), np.zeros((0, 3)))
+NO_TABLES = (np.zeros((1, 1), np.uint32), np.zeros((0, 4)), np.zeros(0, np.uint16), np.zeros((0, 3)))
 """What `CompiledBatch(noise="direct")` passes for tables (it reads the noise point by point)."""
 
 
