@@ -312,7 +312,9 @@ def _tiles(
             if s > 0.5:
                 code = _GRASS
             elif m > 0.15:
-                if _noise_at(_CAVE, x, y, height, tab, simplex) > 0.15 and m > 0.3:  # cave
+                # crafter tests the cave noise first; it has no side effect, so it is only read where
+                # the mountain test leaves the outcome open.
+                if m > 0.3 and _noise_at(_CAVE, x, y, height, tab, simplex) > 0.15:  # cave
                     code = _PATH
                 elif _noise_at(_HTUNNEL, x, y, height, tab, simplex) > 0.4:  # horizontal tunnel
                     code = _PATH
@@ -355,13 +357,15 @@ def _tiles(
             here = material[x, y]
             if here != grass and here != sand and here != path:
                 continue
-            dist = np.sqrt((x - px) ** 2 + (y - py) ** 2)
+            # crafter compares np.sqrt(dist2) with 3 and 10: sqrt is correctly rounded and monotone, and
+            # exact at 9 and 100, so on the integer dist2 these are dist2 > 9 and dist2 > 100.
+            dist2 = (x - px) ** 2 + (y - py) ** 2
             kind = -1
-            if dist > 3 and here == grass:
+            if dist2 > 9 and here == grass:
                 u, p = mt.next_uniform(key, row, p)
                 if u > 0.985:
                     kind = _COW
-            if kind < 0 and dist > 10:
+            if kind < 0 and dist2 > 100:
                 u, p = mt.next_uniform(key, row, p)
                 if u > 0.993:
                     kind = _ZOMBIE
