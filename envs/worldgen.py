@@ -5,10 +5,12 @@ through several layers of Python helpers; a reset costs 35-100 ms, which is 200-
 dominates training throughput once episodes get short. Here the same computation runs in a numba-compiled
 loop: the same noise function (opensimplex's own compiled ``_noise3`` on the same permutation tables), the
 same floating-point expressions in the same order, the same branch order, and the same sequence of random
-draws from the world's RNG, which is left in exactly the state crafter's generator leaves it in. The
-three smooth fields every tile needs (start area, water, mountain) are combined in numpy with crafter's own
-expressions, so even ``np.exp`` is the same function. `tests/envs/test_worldgen.py` checks equality
-with crafter's generator world by world: materials, objects (kind, position, order) and RNG state.
+draws from the world's RNG (drawn by `rlgpt.envs.mt19937` from its MT19937 state), which is left in
+exactly the state crafter's generator leaves it in. The three smooth fields every tile needs (start area,
+water, mountain) are crafter's expressions, compiled, except ``np.exp``, which stays numpy's (numba's
+differs in the last bit). A noise value crafter computes but whose value cannot change the outcome is not
+computed (noise has no side effect). `tests/envs/test_worldgen.py` checks equality with crafter's
+generator world by world: materials, objects (kind, position, order) and RNG state.
 
 The noise itself is read from tables (`noise_tables`, `_noise_at`): every noise value crafter reads
 is traced once per world size into its terms, and a world only supplies the gradients at ~2.1k lattice
