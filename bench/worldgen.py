@@ -3,9 +3,10 @@
 Both variants of `CompiledBatch` (``noise="tables"``, the default, and ``noise="direct"``) build crafter's
 worlds bit for bit (tests/envs/test_worldgen.py); this measures what one reset (``reset_done`` of one game:
 world generation, fresh player, first observation) costs with each, in the same process, taking turns in
-blocks so that load from other processes falls on both alike. It also reports the one-off costs a worker
-pays before its first reset: tracing the noise tables (once per process and world size) and loading (or,
-with ``--cold``, compiling) the numba kernels, each measured in a fresh subprocess.
+blocks so that load from other processes falls on both alike, in wall time and in the process's CPU time
+(which, on a loaded box, leaves out the time other processes hold the core). It also reports the one-off
+costs a worker pays before its first reset: tracing the noise tables (once per process and world size)
+and loading (or, with ``--cold``, compiling) the numba kernels, each measured in a fresh subprocess.
 
     OMP_NUM_THREADS=1 python -m bench.worldgen [--resets 400] [--blocks 8] [--cold]
 """
@@ -42,29 +43,34 @@ print(json.dumps({{"import": t1 - t0, "construct": t2 - t1, "tables": tables, "f
 """
 
 
-def reset_ms(batch: CompiledBatch, resets: int) -> float:
-    """Mean milliseconds of one ``reset_done`` of a one-game batch."""
+def reset_ms(batch: CompiledBatch, resets: int) -> tuple[float, float]:
+    """Mean milliseconds of one ``reset_done`` of a one-game batch: wall time, and this process's CPU time
+    (which leaves out the time other processes on a loaded box take the core from it)."""
     obs = batch.reset([0]) if not batch._started else batch._obs
     done = np.ones(1, bool)
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     for _ in range(resets):
         batch.reset_done(done, obs)
-    return 1e3 * (time.perf_counter() - began) / resets
+    wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+    return 1e3 * wall / resets, 1e3 * cpu / resets
 
 
-def measure(resets: int, blocks: int) -> dict[str, list[float]]:
-    """Per-block mean reset milliseconds of each variant, the variants taking turns."""
+def measure(resets: int, blocks: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per-block mean reset milliseconds of each variant, wall and CPU, the variants taking turns."""
     batches = {}
     for noise in VARIANTS:
         batch = CompiledBatch(1, noise=noise)
         batch._obs = batch.reset([0])
         reset_ms(batch, 5)  # warm: numba loads (or compiles) every kernel a reset runs
         batches[noise] = batch
-    times: dict[str, list[float]] = {noise: [] for noise in VARIANTS}
+    wall: dict[str, list[float]] = {noise: [] for noise in VARIANTS}
+    cpu: dict[str, list[float]] = {noise: [] for noise in VARIANTS}
     for _ in range(blocks):
         for noise in VARIANTS:
-            times[noise].append(reset_ms(batches[noise], resets))
-    return times
+            w, c = reset_ms(batches[noise], resets)
+            wall[noise].append(w)
+            cpu[noise].append(c)
+    return wall, cpu
 
 
 def first_reset(noise: str, cold: bool) -> dict[str, float]:
@@ -89,20 +95,24 @@ def main(argv: list[str] | None = None) -> int:
         "--cold", action="store_true", help="also time the first reset with an empty numba cache"
     )
     args = parser.parse_args(argv)
-    times = measure(args.resets, args.blocks)
+    wall, cpu = measure(args.resets, args.blocks)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"reset_done of one 64x64 game, {args.blocks} blocks x {args.resets} resets per variant")
-    print("| noise | mean ms/reset | median of blocks | best block |")
-    print("|---|---|---|---|")
-    for noise in VARIANTS:
-        t = times[noise]
-        print(f"| {noise} | {statistics.mean(t):.3f} | {statistics.median(t):.3f} | {min(t):.3f} |")
-    mean = {noise: statistics.mean(t) for noise, t in times.items()}
-    ratios = [d / t for d, t in zip(times["direct"], times["tables"], strict=True)]
-    print(
-        f"speed-up direct/tables: of the means {mean['direct'] / mean['tables']:.2f}x, "
-        f"per block median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
-    )
+    print("| noise | clock | mean ms/reset | median of blocks | best block |")
+    print("|---|---|---|---|---|")
+    for clock, times in (("wall", wall), ("cpu", cpu)):
+        for noise in VARIANTS:
+            t = times[noise]
+            mean, median, best = statistics.mean(t), statistics.median(t), min(t)
+            print(f"| {noise} | {clock} | {mean:.3f} | {median:.3f} | {best:.3f} |")
+    for clock, times in (("wall", wall), ("cpu", cpu)):
+        mean = {noise: statistics.mean(t) for noise, t in times.items()}
+        ratios = [d / t for d, t in zip(times["direct"], times["tables"], strict=True)]
+        print(
+            f"speed-up direct/tables ({clock}): of the means {mean['direct'] / mean['tables']:.2f}x, "
+            f"per block median {statistics.median(ratios):.2f}x "
+            f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+        )
     print("one-off costs in a fresh process (s):")
     for cold in (False, True) if args.cold else (False,):
         for noise in VARIANTS:

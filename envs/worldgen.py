@@ -5,10 +5,12 @@ through several layers of Python helpers; a reset costs 35-100 ms, which is 200-
 dominates training throughput once episodes get short. Here the same computation runs in a numba-compiled
 loop: the same noise function (opensimplex's own compiled ``_noise3`` on the same permutation tables), the
 same floating-point expressions in the same order, the same branch order, and the same sequence of random
-draws from the world's RNG, which is left in exactly the state crafter's generator leaves it in. The
-three smooth fields every tile needs (start area, water, mountain) are combined in numpy with crafter's own
-expressions, so even ``np.exp`` is the same function. `tests/envs/test_worldgen.py` checks equality
-with crafter's generator world by world: materials, objects (kind, position, order) and RNG state.
+draws from the world's RNG (drawn by `rlgpt.envs.mt19937` from its MT19937 state), which is left in
+exactly the state crafter's generator leaves it in. The three smooth fields every tile needs (start area,
+water, mountain) are crafter's expressions, compiled, except ``np.exp``, which stays numpy's (numba's
+differs in the last bit). A noise value crafter computes but whose value cannot change the outcome is not
+computed (noise has no side effect). `tests/envs/test_worldgen.py` checks equality with crafter's
+generator world by world: materials, objects (kind, position, order) and RNG state.
 
 The noise itself is read from tables (`noise_tables`, `_noise_at`): every noise value crafter reads
 is traced once per world size into its terms, and a world only supplies the gradients at ~2.1k lattice
@@ -36,63 +38,37 @@ from opensimplex import OpenSimplex
 from opensimplex.constants import GRADIENTS3, NORM_CONSTANT3
 from opensimplex.internals import _noise3
 
+from . import mt19937 as mt
+
 # Material codes of the compiled loop, mapped to crafter's material names afterwards.
 _MATERIALS = ("grass", "path", "coal", "iron", "diamond", "lava", "stone", "sand", "water", "tree")
 _GRASS, _PATH, _COAL, _IRON, _DIAMOND, _LAVA, _STONE, _SAND, _WATER, _TREE = range(len(_MATERIALS))
 _COW, _ZOMBIE, _SKELETON = range(3)
-# Upper bound of random draws per tile: at most 3 while choosing a material (coal, iron, diamond) and at
-# most 2 while placing an object (cow or zombie; zombie or skeleton).
-_MAX_DRAWS_PER_TILE = 5
 # crafter normalizes the mountain noise by sum({15: 1, 5: 0.3}.values()), computed the same way here.
 _MOUNTAIN_NORM = sum({15: 1, 5: 0.3}.values())
 
 
 @njit(cache=True)
-def _minus_start_logits(noise, px, py):  # pragma: no cover - compiled
-    """``-start`` before crafter's sigmoid, for every row of ``noise`` (``[rows, 5, width, height]``)."""
-    rows, _, width, height = noise.shape
-    out = np.empty((rows, width, height))
-    for i in range(rows):
-        for x in range(width):
-            for y in range(height):
-                start = 4 - np.sqrt(np.float64((x - px) ** 2 + (y - py) ** 2))
-                out[i, x, y] = -(start + 2 * noise[i, 0, x, y])
-    return out
+def _minus_start_logits(noise, px, py, out):  # pragma: no cover - compiled
+    """``-start`` before crafter's sigmoid at every tile, from `_smooth_noise`'s octaves (``[5, width,
+    height]``) with the player at (px, py): the argument crafter passes to ``np.exp``, which the caller
+    applies with numpy so that it is crafter's function (numba's ``exp`` differs from numpy's in the last
+    bit for about a quarter of doubles)."""
+    _, width, height = noise.shape
+    for x in range(width):
+        for y in range(height):
+            start = 4 - np.sqrt(np.float64((x - px) ** 2 + (y - py) ** 2))
+            out[x, y] = -(start + 2 * noise[0, x, y])
 
 
-@njit(cache=True)
-def _fields(noise, exp_minus_start):  # pragma: no cover - compiled
-    """The start, water and mountain fields from the octaves and ``np.exp(-start)``."""
-    rows, _, width, height = noise.shape
-    start, water, mountain = (
-        np.empty((rows, width, height)),
-        np.empty((rows, width, height)),
-        np.empty((rows, width, height)),
-    )
-    for i in range(rows):
-        for x in range(width):
-            for y in range(height):
-                n = noise[i, :, x, y]
-                s = 1 / (1 + exp_minus_start[i, x, y])
-                w = (n[1] + 0.15 * n[2] + 0.1) - 2 * s
-                start[i, x, y] = s
-                water[i, x, y] = w
-                mountain[i, x, y] = (n[3] + 0.3 * n[4]) / _MOUNTAIN_NORM - (4 * s + 0.3 * w)
-    return start, water, mountain
-
-
-def smooth_fields_rows(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The start, water and mountain fields every tile needs (``[rows, width, height]`` each), from
-    `_smooth_noise`'s octaves of each row (``noise[row]``), with the player at (px, py): crafter's
-    expressions (``worldgen._set_material``), the same IEEE operations in the same order, compiled, except
-    ``np.exp``, which stays numpy's so that it is crafter's function."""
-    return _fields(noise, np.exp(_minus_start_logits(noise, px, py)))
-
-
-def smooth_fields(noise: np.ndarray, px: int, py: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`smooth_fields_rows` of one world's octaves (``[5, width, height]``)."""
-    start, water, mountain = smooth_fields_rows(noise[None], px, py)
-    return start[0], water[0], mountain[0]
+@njit(cache=True, inline="always")
+def _fields_at(noise, exp_minus_start, x, y):  # pragma: no cover - compiled
+    """crafter's start, water and mountain at tile (x, y) (``_set_material``), from the octaves and
+    ``np.exp(-start)``: the same IEEE operations in the same order."""
+    s = 1 / (1 + exp_minus_start[x, y])
+    w = (noise[1, x, y] + 0.15 * noise[2, x, y] + 0.1) - 2 * s
+    m = (noise[3, x, y] + 0.3 * noise[4, x, y]) / _MOUNTAIN_NORM - (4 * s + 0.3 * w)
+    return s, w, m
 
 
 # ------------------------------------------------------------------ noise tables (the fast path)
@@ -180,6 +156,7 @@ class NoiseTables:
     Octave ``o`` at tile (x, y) sums terms ``offsets[o, x * height + y]`` up to the next offset; term j has
     coefficients ``coef[j] = (attn4, dx, dy, dz)`` and gradient at lattice vertex ``vertices[vertex[j]]``
     (coordinates modulo 256, all opensimplex's hash reads). A 64x64 world has ~312k terms on ~2.1k vertices.
+    Offsets and vertex ids are unsigned (uint32; uint16 while the ids fit), see `_table_noise`.
     """
 
     offsets: np.ndarray
@@ -229,7 +206,7 @@ def noise_tables(width: int, height: int) -> NoiseTables:
 
 def _trace_tables(width: int, height: int, began: float) -> NoiseTables:
     """Trace every noise input of a ``width`` x ``height`` world (`noise_tables` without the disk)."""
-    offsets = np.zeros((_N_OCTAVES, width * height + 1), np.int64)
+    offsets = np.zeros((_N_OCTAVES, width * height + 1), np.uint32)
     coef: list[tuple] = []
     vertex: list[int] = []
     ids: dict[tuple[int, int, int], int] = {}
@@ -245,27 +222,27 @@ def _trace_tables(width: int, height: int, began: float) -> NoiseTables:
     return NoiseTables(
         offsets,
         np.array(coef, np.float64),
-        np.array(vertex, np.int32),
+        np.array(vertex, np.uint16 if len(ids) <= 2**16 else np.uint32),
         np.array(list(ids), np.int64).reshape(-1, 3),
         time.perf_counter() - began,
     )
 
 
 @njit(cache=True)
-def _vertex_gradients(vertices, perm, grad):  # pragma: no cover - compiled
+def _vertex_gradients(vertices, perm, grad, out):  # pragma: no cover - compiled
     """``_extrapolate3``'s gradient (g1, g2, g3) at every vertex for this permutation, as doubles (the
-    int64 -> double conversion ``g1 * dx`` makes anyway)."""
-    out = np.empty((vertices.shape[0], 3))
+    int64 -> double conversion ``g1 * dx`` makes anyway), into ``out`` (``[vertices, 3]``)."""
     for v in range(vertices.shape[0]):
         index = grad[(perm[(perm[vertices[v, 0]] + vertices[v, 1]) & 0xFF] + vertices[v, 2]) & 0xFF]
         for i in range(3):
             out[v, i] = _GRADIENTS3[index + i]
-    return out
 
 
 def table_args(tables: NoiseTables, perm: np.ndarray, grad: np.ndarray) -> tuple:
     """The ``tab`` argument of the table kernels for the world whose simplex tables are ``perm``, ``grad``."""
-    return tables.offsets, tables.coef, tables.vertex, _vertex_gradients(tables.vertices, perm, grad)
+    gradients = np.empty((len(tables.vertices), 3))
+    _vertex_gradients(tables.vertices, perm, grad, gradients)
+    return tables.offsets, tables.coef, tables.vertex, gradients
 
 
 @njit(cache=True, inline="always")
@@ -274,7 +251,9 @@ def _table_noise(o, t, tab):  # pragma: no cover - compiled
     (``value += attn4 * (g1 * dx + g2 * dy + g3 * dz)``, then ``/ NORM_CONSTANT3``)."""
     offsets, coef, vertex, gradient = tab
     value = 0.0
-    for j in range(offsets[o, t], offsets[o, t + 1]):
+    # Unsigned indices (and unsigned vertex ids): numba then leaves out its negative-index wrap-around on
+    # every read, a quarter of this loop's time.
+    for j in range(np.uint64(offsets[o, t]), np.uint64(offsets[o, t + 1])):
         v = vertex[j]
         ext = gradient[v, 0] * coef[j, 1] + gradient[v, 1] * coef[j, 2] + gradient[v, 2] * coef[j, 3]
         value += coef[j, 0] * ext
@@ -301,116 +280,108 @@ def _noise_at(o, x, y, height, tab, simplex):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _smooth_noise(tab, simplex, width, height):  # pragma: no cover - compiled
-    """The noise octaves of the start, water and mountain fields for every tile, as crafter evaluates them
-    (the noise as `_noise_at` reads it)."""
-    out = np.empty((_N_SMOOTH, width, height))
+def _smooth_noise(tab, simplex, out):  # pragma: no cover - compiled
+    """The noise octaves of the start, water and mountain fields at every tile, as crafter evaluates them
+    (the noise as `_noise_at` reads it), into ``out`` (``[5, width, height]``)."""
+    _, width, height = out.shape
     for o in range(_N_SMOOTH):
         for x in range(width):
             for y in range(height):
                 out[o, x, y] = _noise_at(o, x, y, height, tab, simplex)
-    return out
 
 
 @njit(cache=True)
-def _tiles(tab, simplex, start, water, mountain, px, py, uniform):  # pragma: no cover - compiled
-    """crafter's per-tile branches (materials, then objects) in crafter's loop order (the noise as
-    `_noise_at` reads it).
+def _tiles(
+    tab, simplex, noise, exp_minus_start, px, py, key, pos, row, ids, material, tunnels, placed
+):  # pragma: no cover - compiled
+    """crafter's per-tile branches (``_set_material``, then ``_set_object``) in crafter's loop order, with
+    the player at (px, py).
 
-    Returns material codes, object records (kind, x, y) in placement order, and the number of values of
-    ``uniform`` consumed, i.e. how many draws crafter makes from the world's RNG; -1 when ``uniform`` runs
-    out (the caller retries with more: `_MAX_DRAWS_PER_TILE` per tile is always enough).
+    The smooth fields come from `_smooth_noise`'s octaves ``noise`` and ``np.exp`` of
+    `_minus_start_logits` (`_fields_at`), the other octaves from `_noise_at` where a branch reads them.
+    Random draws come from the MT19937 state ``key[row]``, ``pos[row]`` (`rlgpt.envs.mt19937`), one
+    per ``uniform()`` crafter calls, so the state ends where crafter's leaves ``world.random``. Writes
+    crafter's material ids (``ids[code]``) into ``material`` and the creatures placed, as rows (kind, x, y)
+    in placement order, into ``placed`` (room for one per tile); ``tunnels`` is scratch (bool, one per
+    tile). Returns the number of creatures.
     """
-    width, height = start.shape
-    material = np.empty((width, height), np.int64)
-    tunnels = np.zeros((width, height), np.bool_)
-    drawn = 0
-    n_uniform = uniform.shape[0]
-    placed0 = np.empty((0, 3), np.int64)
+    width, height = material.shape
+    p = pos[row]
     for x in range(width):
         for y in range(height):
-            m = mountain[x, y]
-            w = water[x, y]
-            if start[x, y] > 0.5:
-                material[x, y] = _GRASS
+            s, w, m = _fields_at(noise, exp_minus_start, x, y)
+            tunnels[x, y] = False
+            if s > 0.5:
+                code = _GRASS
             elif m > 0.15:
-                if _noise_at(_CAVE, x, y, height, tab, simplex) > 0.15 and m > 0.3:  # cave
-                    material[x, y] = _PATH
+                # crafter tests the cave noise first; it has no side effect, so it is only read where
+                # the mountain test leaves the outcome open.
+                if m > 0.3 and _noise_at(_CAVE, x, y, height, tab, simplex) > 0.15:  # cave
+                    code = _PATH
                 elif _noise_at(_HTUNNEL, x, y, height, tab, simplex) > 0.4:  # horizontal tunnel
-                    material[x, y] = _PATH
+                    code = _PATH
                     tunnels[x, y] = True
                 elif _noise_at(_VTUNNEL, x, y, height, tab, simplex) > 0.4:  # vertical tunnel
-                    material[x, y] = _PATH
+                    code = _PATH
                     tunnels[x, y] = True
                 else:
                     code = _STONE
                     if _noise_at(_COAL_N, x, y, height, tab, simplex) > 0:
-                        if drawn == n_uniform:
-                            return material, placed0, -1
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.85:
+                        u, p = mt.next_uniform(key, row, p)
+                        if u > 0.85:
                             code = _COAL
                     if code == _STONE and _noise_at(_IRON_N, x, y, height, tab, simplex) > 0.4:
-                        if drawn == n_uniform:
-                            return material, placed0, -1
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.75:
+                        u, p = mt.next_uniform(key, row, p)
+                        if u > 0.75:
                             code = _IRON
                     if code == _STONE and m > 0.18:
-                        if drawn == n_uniform:
-                            return material, placed0, -1
-                        drawn += 1
-                        if uniform[drawn - 1] > 0.994:
+                        u, p = mt.next_uniform(key, row, p)
+                        if u > 0.994:
                             code = _DIAMOND
                     maybe_lava = code == _STONE and m > 0.3
                     if maybe_lava and _noise_at(_LAVA_N, x, y, height, tab, simplex) > 0.35:
                         code = _LAVA
-                    material[x, y] = code
             elif 0.25 < w <= 0.35 and _noise_at(_SAND_N, x, y, height, tab, simplex) > -0.2:
-                material[x, y] = _SAND
+                code = _SAND
             elif 0.3 < w:
-                material[x, y] = _WATER
+                code = _WATER
             else:
-                material[x, y] = _GRASS
+                code = _GRASS
                 if _noise_at(_TREE_N, x, y, height, tab, simplex) > 0:
-                    if drawn == n_uniform:
-                        return material, placed0, -1
-                    drawn += 1
-                    if uniform[drawn - 1] > 0.8:
-                        material[x, y] = _TREE
-    placed = np.empty((width * height, 3), np.int64)
+                    u, p = mt.next_uniform(key, row, p)
+                    if u > 0.8:
+                        code = _TREE
+            material[x, y] = ids[code]
+    grass, sand, path = ids[_GRASS], ids[_SAND], ids[_PATH]
     n_placed = 0
     for x in range(width):
         for y in range(height):
-            code = material[x, y]
-            if code != _GRASS and code != _SAND and code != _PATH:
+            here = material[x, y]
+            if here != grass and here != sand and here != path:
                 continue
-            dist = np.sqrt((x - px) ** 2 + (y - py) ** 2)
+            # crafter compares np.sqrt(dist2) with 3 and 10: sqrt is correctly rounded and monotone, and
+            # exact at 9 and 100, so on the integer dist2 these are dist2 > 9 and dist2 > 100.
+            dist2 = (x - px) ** 2 + (y - py) ** 2
             kind = -1
-            if dist > 3 and code == _GRASS:
-                if drawn == n_uniform:
-                    return material, placed0, -1
-                drawn += 1
-                if uniform[drawn - 1] > 0.985:
+            if dist2 > 9 and here == grass:
+                u, p = mt.next_uniform(key, row, p)
+                if u > 0.985:
                     kind = _COW
-            if kind < 0 and dist > 10:
-                if drawn == n_uniform:
-                    return material, placed0, -1
-                drawn += 1
-                if uniform[drawn - 1] > 0.993:
+            if kind < 0 and dist2 > 100:
+                u, p = mt.next_uniform(key, row, p)
+                if u > 0.993:
                     kind = _ZOMBIE
-            if kind < 0 and code == _PATH and tunnels[x, y]:
-                if drawn == n_uniform:
-                    return material, placed0, -1
-                drawn += 1
-                if uniform[drawn - 1] > 0.95:
+            if kind < 0 and here == path and tunnels[x, y]:
+                u, p = mt.next_uniform(key, row, p)
+                if u > 0.95:
                     kind = _SKELETON
             if kind >= 0:
                 placed[n_placed, 0] = kind
                 placed[n_placed, 1] = x
                 placed[n_placed, 2] = y
                 n_placed += 1
-    return material, placed[:n_placed], drawn
+    pos[row] = p
+    return n_placed
 
 
 def generate_world(world: engine.World, player: objects.Player) -> None:
@@ -421,21 +392,24 @@ def generate_world(world: engine.World, player: objects.Player) -> None:
     width, height = world.area
     px, py = int(player.pos[0]), int(player.pos[1])
 
-    tables = noise_tables(width, height)
-    tab = table_args(tables, perm, grad)
-    start, water, mountain = smooth_fields(_smooth_noise(tab, None, width, height), px, py)
+    tab = table_args(noise_tables(width, height), perm, grad)
+    noise = np.empty((_N_SMOOTH, width, height))
+    _smooth_noise(tab, None, noise)
+    minus_start = np.empty((width, height))
+    _minus_start_logits(noise, px, py, minus_start)
 
-    # Draw more uniforms than can be used, then rewind the RNG and advance it by exactly the number used.
-    state = rng.get_state()
-    uniform = rng.uniform(size=_MAX_DRAWS_PER_TILE * width * height)
-    material, placed, drawn = _tiles(tab, None, start, water, mountain, px, py, uniform)
-    rng.set_state(state)
-    if drawn:
-        rng.uniform(size=drawn)
-
+    # _tiles draws from the world RNG's MT19937 state as arrays, which then become the RNG's state.
+    name, key, position, has_gauss, gauss = rng.get_state()
+    key, position = key[None].copy(), np.array([position], np.int64)
     ids = np.array([world._mat_ids[name] for name in _MATERIALS], dtype=world._mat_map.dtype)
-    world._mat_map[:, :] = ids[material]
-    for kind, x, y in placed.tolist():
+    tunnels = np.empty((width, height), np.bool_)
+    placed = np.empty((width * height, 3), np.int64)
+    n_placed = _tiles(
+        tab, None, noise, np.exp(minus_start), px, py, key, position, 0, ids, world._mat_map, tunnels, placed
+    )
+    rng.set_state((name, key[0], int(position[0]), has_gauss, gauss))
+
+    for kind, x, y in placed[:n_placed].tolist():
         if kind == _COW:
             world.add(objects.Cow(world, (x, y)))
         elif kind == _ZOMBIE:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import crafter
 import numpy as np
@@ -51,6 +51,22 @@ _CLOCK = _DaylightClock()
 # The worldgen material codes, as crafter material ids.
 _WORLDGEN_IDS = np.array([MATERIALS.index(name) + 1 for name in worldgen._MATERIALS], np.uint8)
 _GRAD_LEN = len(GRADIENTS3)
+# Rows a reset takes at a time: their smooth noise (160 kB a row at 64x64) is still in cache when the tiles
+# read it.
+_RESET_CHUNK = 4
+
+
+class _ResetScratch(NamedTuple):
+    """Arrays `CompiledBatch._reset_rows` hands its kernels, made once per batch (see there)."""
+
+    noise: np.ndarray
+    minus_start: np.ndarray
+    exp_minus_start: np.ndarray
+    perms: np.ndarray
+    grads: np.ndarray
+    gradients: np.ndarray
+    tunnels: np.ndarray
+    placed: np.ndarray
 
 
 def world_seed(seed: int, episode: int) -> int:
@@ -113,11 +129,24 @@ class CompiledBatch:
             (t.offsets, t.coef, t.vertex, t.vertices)
             if t is not None
             else (
-                np.zeros((1, 1), np.int64),
+                np.zeros((1, 1), np.uint32),
                 np.zeros((0, 4)),
-                np.zeros(0, np.int32),
+                np.zeros(0, np.uint16),
                 np.zeros((0, 3), np.int64),
             )
+        )
+        # The resets' temporaries, made once (allocating them per reset cost a tenth of a table reset),
+        # for up to _RESET_CHUNK rows at a time.
+        k, (w, h) = min(self.num_envs, _RESET_CHUNK), self.area
+        self._reset_scratch = _ResetScratch(
+            noise=np.empty((k, worldgen._N_SMOOTH, w, h)),
+            minus_start=np.empty((k, w, h)),
+            exp_minus_start=np.empty((k, w, h)),
+            perms=np.empty((k, 256), np.int64),
+            grads=np.empty((k, 256), np.int64),
+            gradients=np.empty((k, len(self._tables[3]), 3)),
+            tunnels=np.empty((w, h), np.bool_),
+            placed=np.empty((w * h, 3), np.int64),
         )
         self._seeds: list[int] = [0] * self.num_envs
         self._episodes = np.zeros(self.num_envs, np.int64)
@@ -182,24 +211,20 @@ class CompiledBatch:
         rows = rows.astype(np.int64)
         self._episodes[rows] += 1
         seeds = np.array([world_seed(self._seeds[i], int(self._episodes[i])) for i in rows], np.int64)
-        w, h = self.area
-        k = len(rows)
-        noise = np.empty((k, 5, w, h))
-        perms = np.empty((k, 256), np.int64)
-        grads = np.empty((k, 256), np.int64)
-        gradients = np.empty((k, len(self._tables[3]), 3))
-        S, tables = self.state, self._tables
-        kernels.reset_noise(S.key, S.pos, rows, seeds, _GRAD_LEN, tables, noise, perms, grads, gradients)
-        # worldgen.generate_world's fields, exactly as it computes them (np.exp included).
-        start, water, mountain = worldgen.smooth_fields_rows(noise, w // 2, h // 2)
-        view = np.zeros((self.num_envs, *self.view_shape), np.uint8)
-        vector = np.zeros((self.num_envs, len(VECTOR_FIELDS)), np.float32)
-        kernels.reset_world(
-            S, rows, perms, grads, tables, gradients, start, water, mountain, _WORLDGEN_IDS,
-            _CLOCK.cover(0)[0], self.geometry.noise, view, vector,
-        )  # fmt: skip
-        obs.view[rows] = view[rows]
-        obs.vector[rows] = vector[rows]
+        S, tables, r = self.state, self._tables, self._reset_scratch
+        daylight0 = _CLOCK.cover(0)[0]
+        for lo in range(0, len(rows), _RESET_CHUNK):
+            part, k = rows[lo : lo + _RESET_CHUNK], len(rows[lo : lo + _RESET_CHUNK])
+            kernels.reset_noise(
+                S.key, S.pos, part, seeds[lo : lo + _RESET_CHUNK], _GRAD_LEN, tables, r.noise, r.minus_start,
+                r.perms, r.grads, r.gradients,
+            )  # fmt: skip
+            # crafter's generator applies numpy's exp (numba's differs in the last bit now and then).
+            np.exp(r.minus_start[:k], out=r.exp_minus_start[:k])
+            kernels.reset_world(
+                S, part, r.perms, r.grads, tables, r.gradients, r.noise, r.exp_minus_start, _WORLDGEN_IDS,
+                r.tunnels, r.placed, daylight0, self.geometry.noise, obs.view, obs.vector,
+            )  # fmt: skip
 
     def row_state(self, row: int) -> dict[str, Any]:
         """The hidden state of game ``row`` in crafter's terms, for checking it against a crafter world.

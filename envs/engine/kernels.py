@@ -36,9 +36,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .. import mt19937 as mt
 from .. import worldgen
 from ..tasks import ACHIEVEMENTS
-from . import mt19937 as mt
 from .rules import (
     ARROW,
     CHUNK,
@@ -792,14 +792,13 @@ def step(S, actions, daylight, radius, noise, view, vector, reward, dead, achiev
 
 
 @njit(cache=True)
-def simplex_perm(seed, grad_len):  # pragma: no cover - compiled
-    """``opensimplex.internals._init(seed)``: the permutation tables, with its 64-bit wrap-around.
+def simplex_perm(seed, grad_len, perm, grad):  # pragma: no cover - compiled
+    """``opensimplex.internals._init(seed)``: the permutation tables, with its 64-bit wrap-around, into
+    ``perm`` and ``grad`` (int64 ``[256]`` each).
 
     opensimplex wraps its LCG through ctypes' int64 but computes ``(seed + 31) % (i + 1)`` on a Python
     int, where that sum does not wrap; the remainder is taken here in a form that cannot overflow.
     """
-    perm = np.zeros(256, np.int64)
-    grad = np.zeros(256, np.int64)
     source = np.arange(256)
     s = np.uint64(seed)
     a = np.uint64(6364136223846793005)
@@ -813,19 +812,20 @@ def simplex_perm(seed, grad_len):  # pragma: no cover - compiled
         perm[i] = source[r]
         grad[i] = int((perm[i] % (grad_len / 3)) * 3)
         source[r] = source[i]
-    return perm, grad
 
 
 @njit(cache=True)
 def reset_noise(
-    key, pos, rows, world_seeds, grad_len, tables, noise, perms, grads, gradients
-):  # pragma: no cover
+    key, pos, rows, world_seeds, grad_len, tables, noise, minus_start, perms, grads, gradients
+):  # pragma: no cover - compiled
     """First half of ``Env.reset`` for ``rows``: seed the world RNG, draw the simplex seed as crafter's
-    generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row).
+    generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row) and
+    the argument of crafter's ``np.exp`` (``minus_start[k]``), which the caller applies with numpy.
 
     ``tables`` is ``(offsets, coef, vertex, vertices)`` of `worldgen.NoiseTables`: the noise comes from
     them and each row's vertex gradients (kept in ``gradients[k]`` for `reset_world`); with no vertices it
-    is evaluated point by point with opensimplex's ``_noise3`` instead (the same doubles, ~5x slower).
+    is evaluated point by point with opensimplex's ``_noise3`` on the row's ``perms[k]``, ``grads[k]``
+    instead (the same doubles, several times slower).
     """
     offsets, coef, vertex, vertices = tables
     direct = vertices.shape[0] == 0
@@ -833,75 +833,50 @@ def reset_noise(
     for k in range(rows.shape[0]):
         e = rows[k]
         mt.seed(key, pos, e, world_seeds[k])
-        perm, grad = simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len)
+        simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len, perms[k], grads[k])
+        tab = (offsets, coef, vertex, gradients[k])
         if direct:
-            fields = worldgen._smooth_noise((offsets, coef, vertex, gradients[k]), (perm, grad), w, h)
+            worldgen._smooth_noise(tab, (perms[k], grads[k]), noise[k])
         else:
-            gradients[k] = worldgen._vertex_gradients(vertices, perm, grad)
-            fields = worldgen._smooth_noise((offsets, coef, vertex, gradients[k]), None, w, h)
-        for i in range(256):
-            perms[k, i] = perm[i]
-            grads[k, i] = grad[i]
-        for f in range(fields.shape[0]):
-            for x in range(w):
-                for y in range(h):
-                    noise[k, f, x, y] = fields[f, x, y]
+            worldgen._vertex_gradients(vertices, perms[k], grads[k], gradients[k])
+            worldgen._smooth_noise(tab, None, noise[k])
+        worldgen._minus_start_logits(noise[k], w // 2, h // 2, minus_start[k])
 
 
 @njit(cache=True)
 def reset_world(
-    S, rows, perms, grads, tables, gradients, start, water, mountain, mat_ids, daylight0, noise, view, vector
+    S, rows, perms, grads, tables, gradients, noise, exp_minus_start, mat_ids, tunnels, placed, daylight0,
+    night_noise, view, vector
 ):  # pragma: no cover - compiled
-    """Second half of ``Env.reset`` for ``rows``: the tiles and objects of crafter's generator (its
-    compiled ``_tiles``, drawing from this game's RNG), a fresh player, the first observation into row e."""
+    """Second half of ``Env.reset`` for ``rows`` (after `reset_noise` and numpy's ``exp`` of its
+    ``minus_start``): the tiles and objects of crafter's generator (its compiled ``_tiles``, drawing from
+    this game's RNG), a fresh player, the first observation into row e. ``tunnels`` and ``placed`` are
+    `worldgen._tiles`' scratch."""
     mat, omap, objs, game, flt, key, pos = S
     w, h = mat.shape[1], mat.shape[2]
     px, py = w // 2, h // 2
-    scratch_key = np.empty((1, mt.N), np.uint32)
-    scratch_pos = np.empty(1, np.int64)
-    scratch = np.int64(0)
     offsets, coef, vertex, vertices = tables
     direct = vertices.shape[0] == 0
-    # A world takes ~1.7 draws per tile: fill room for 2 first (each double costs ~5 ns), and only when
-    # a world takes more, all the room its tiles can take (`worldgen._tiles` says so by returning -1).
-    small = np.empty(2 * w * h)
-    full = np.empty(worldgen._MAX_DRAWS_PER_TILE * w * h)
     for k in range(rows.shape[0]):
         e = rows[k]
-        # _tiles reads its draws from an array: fill it from a copy of the RNG, then advance the RNG by
-        # the draws it used (worldgen.generate_world does the same with numpy's RNG).
-        for i in range(mt.N):
-            scratch_key[0, i] = key[e, i]
-        scratch_pos[0] = pos[e]
         tab = (offsets, coef, vertex, gradients[k])
         if direct:
-            mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
-            material, placed, drawn = worldgen._tiles(
-                tab, (perms[k], grads[k]), start[k], water[k], mountain[k], px, py, full
-            )
+            n_placed = worldgen._tiles(
+                tab, (perms[k], grads[k]), noise[k], exp_minus_start[k], px, py, key, pos, e, mat_ids,
+                mat[e], tunnels, placed,
+            )  # fmt: skip
         else:
-            mt.fill_uniform(scratch_key, scratch_pos, scratch, small)
-            material, placed, drawn = worldgen._tiles(
-                tab, None, start[k], water[k], mountain[k], px, py, small
+            n_placed = worldgen._tiles(
+                tab, None, noise[k], exp_minus_start[k], px, py, key, pos, e, mat_ids, mat[e], tunnels, placed
             )
-            if drawn < 0:
-                for i in range(mt.N):
-                    scratch_key[0, i] = key[e, i]
-                scratch_pos[0] = pos[e]
-                mt.fill_uniform(scratch_key, scratch_pos, scratch, full)
-                material, placed, drawn = worldgen._tiles(
-                    tab, None, start[k], water[k], mountain[k], px, py, full
-                )
-        mt.skip_doubles(key, pos, e, drawn)
         for x in range(w):
             for y in range(h):
-                mat[e, x, y] = mat_ids[material[x, y]]
                 omap[e, x, y] = 0
         for i in range(game.shape[1]):
             game[e, i] = 0
         # crafter.Env.reset adds the player first, then generate_world its creatures in order.
         _add(omap, objs, game, e, _PLAYER_KIND, px, py)
-        for j in range(placed.shape[0]):
+        for j in range(n_placed):
             if placed[j, 0] == worldgen._COW:
                 kind = COW
             elif placed[j, 0] == worldgen._ZOMBIE:
@@ -917,4 +892,4 @@ def reset_world(
         for i in range(N_FLOAT):
             flt[e, i] = 0.0
         flt[e, DAYLIGHT] = daylight0
-        _observe(mat, omap, objs, game, flt, key, pos, e, noise, view, vector)
+        _observe(mat, omap, objs, game, flt, key, pos, e, night_noise, view, vector)

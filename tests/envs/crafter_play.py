@@ -4,6 +4,7 @@ Random actions rarely get past wood and saplings. These players read a crafter g
 world map, objects, inventory) and pick actions that climb the tech tree, hunt creatures, farm, walk into
 lava or idle until they starve, with some randomness so that they get unstuck. They only choose actions:
 every effect goes through the game's own step, so any game stepped with the same actions can be compared.
+`crafter_row_state` and `assert_same_state` are that comparison, a crafter game against an engine row.
 """
 
 from __future__ import annotations
@@ -202,3 +203,55 @@ def choose(policy: str, env: CrafterEnv, rng: np.random.Generator) -> int:
     if policy == "random":
         return int(rng.integers(len(ACTION_NAMES)))
     raise ValueError(f"unknown policy {policy!r}; known: {POLICIES}")
+
+
+def crafter_row_state(env: CrafterEnv) -> dict:
+    """The hidden state of ``env``'s game in the form of `CompiledBatch.row_state`."""
+    game = env.crafter
+    world, player = game._world, game._player
+    objs = []
+    for obj in world.objects:
+        kind = type(obj).__name__.lower()
+        extra: tuple[int, ...] = ()
+        if isinstance(obj, objects.Zombie):
+            extra = (obj.cooldown,)
+        elif isinstance(obj, objects.Skeleton):
+            extra = (obj.reload,)
+        elif isinstance(obj, objects.Plant):
+            extra = (obj.grown,)
+        elif isinstance(obj, objects.Arrow):
+            extra = tuple(obj.facing.tolist())
+        x, y = obj.pos.tolist()
+        objs.append((kind, x, y, int(obj.health), *extra))
+    rng = world.random.get_state()
+    return {
+        "materials": world._mat_map.copy(),
+        "objects": objs,
+        "inventory": dict(player.inventory),
+        "achievements": dict(player.achievements),
+        "facing": (int(player.facing[0]), int(player.facing[1])),
+        "sleeping": bool(player.sleeping),
+        "last_health": int(player._last_health),
+        "hunger": float(player._hunger),
+        "thirst": float(player._thirst),
+        "fatigue": int(player._fatigue),
+        "recover": float(player._recover),
+        "step": int(game._step),
+        "daylight": float(world.daylight),
+        "chunks": [tuple(map(int, key)) for key in world._chunks],
+        "rng": (rng[1], int(rng[2])),
+    }
+
+
+def assert_same_state(engine: dict, reference: dict, where: object) -> None:
+    """Every entry of two row states equal, naming the first that is not."""
+    assert engine.keys() == reference.keys()
+    for name in reference:
+        a, b = engine[name], reference[name]
+        if name == "materials":
+            same = np.array_equal(a, b)
+        elif name == "rng":
+            same = np.array_equal(a[0], b[0]) and a[1] == b[1]
+        else:
+            same = a == b
+        assert same, f"{where}: {name} differs:\nengine    {a}\nreference {b}"

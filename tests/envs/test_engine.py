@@ -13,68 +13,18 @@ import crafter
 import numpy as np
 import pytest
 from crafter import objects
-from crafter_play import choose
+from crafter_play import assert_same_state, choose, crafter_row_state
+from numba import njit
 from opensimplex.internals import _init as opensimplex_init
 
+from rlgpt.envs import mt19937
 from rlgpt.envs.batch import BatchObs, ReferenceBatch
 from rlgpt.envs.crafter import ACTION_NAMES, ITEMS, MATERIALS, VECTOR_FIELDS, CrafterEnv
-from rlgpt.envs.engine import CompiledBatch, kernels, mt19937
+from rlgpt.envs.engine import CompiledBatch, kernels
 from rlgpt.envs.engine.rules import CHUNK, KINDS, RULES, make_geometry
 from rlgpt.envs.tasks import ACHIEVEMENTS
 
 _GRAD_LEN = 72  # len(opensimplex.constants.GRADIENTS3)
-
-
-def crafter_row_state(env: CrafterEnv) -> dict:
-    """The hidden state of ``env``'s game in the form of `CompiledBatch.row_state`."""
-    game = env.crafter
-    world, player = game._world, game._player
-    objs = []
-    for obj in world.objects:
-        kind = type(obj).__name__.lower()
-        extra: tuple[int, ...] = ()
-        if isinstance(obj, objects.Zombie):
-            extra = (obj.cooldown,)
-        elif isinstance(obj, objects.Skeleton):
-            extra = (obj.reload,)
-        elif isinstance(obj, objects.Plant):
-            extra = (obj.grown,)
-        elif isinstance(obj, objects.Arrow):
-            extra = tuple(obj.facing.tolist())
-        x, y = obj.pos.tolist()
-        objs.append((kind, x, y, int(obj.health), *extra))
-    rng = world.random.get_state()
-    return {
-        "materials": world._mat_map.copy(),
-        "objects": objs,
-        "inventory": dict(player.inventory),
-        "achievements": dict(player.achievements),
-        "facing": (int(player.facing[0]), int(player.facing[1])),
-        "sleeping": bool(player.sleeping),
-        "last_health": int(player._last_health),
-        "hunger": float(player._hunger),
-        "thirst": float(player._thirst),
-        "fatigue": int(player._fatigue),
-        "recover": float(player._recover),
-        "step": int(game._step),
-        "daylight": float(world.daylight),
-        "chunks": [tuple(map(int, key)) for key in world._chunks],
-        "rng": (rng[1], int(rng[2])),
-    }
-
-
-def assert_same_state(engine: dict, reference: dict, where: object) -> None:
-    """Every entry of two row states equal, naming the first that is not."""
-    assert engine.keys() == reference.keys()
-    for name in reference:
-        a, b = engine[name], reference[name]
-        if name == "materials":
-            same = np.array_equal(a, b)
-        elif name == "rng":
-            same = np.array_equal(a[0], b[0]) and a[1] == b[1]
-        else:
-            same = a == b
-        assert same, f"{where}: {name} differs:\nengine    {a}\nreference {b}"
 
 
 def assert_same_obs(out, expected, where: object) -> None:
@@ -471,6 +421,17 @@ def test_geometry_matches_crafter_env() -> None:
     assert RULES.act_kind.shape == (len(ACTION_NAMES),)
 
 
+@njit
+def draw_uniforms(key, pos, row, count):
+    """``count`` draws of `mt19937.next_uniform` in a loop, as the world generator makes them."""
+    out = np.empty(count)
+    p = pos[row]
+    for i in range(count):
+        out[i], p = mt19937.next_uniform(key, row, p)
+    pos[row] = p
+    return out
+
+
 def test_mt19937_matches_numpy_random_state() -> None:
     key, pos = mt19937.new_states(3)
     for row, seed in enumerate((0, 5489, 2**32 - 1)):
@@ -488,9 +449,7 @@ def test_mt19937_matches_numpy_random_state() -> None:
     before = key[1].copy(), int(pos[1])
     assert mt19937.randint(key, pos, 1, 1) == 0
     assert np.array_equal(key[1], before[0]) and pos[1] == before[1]
-    out = np.empty(1000)
-    mt19937.fill_uniform(key, pos, 1, out)
-    assert out.tolist() == reference.uniform(size=1000).tolist()
+    assert draw_uniforms(key, pos, 1, 1000).tolist() == reference.uniform(size=1000).tolist()
     for count in (0, 1, 311, 312, 3087, 5000):
         mt19937.skip_doubles(key, pos, 1, count)
         reference.uniform(32, 127, size=count)
@@ -503,7 +462,8 @@ def test_mt19937_matches_numpy_random_state() -> None:
 
 def test_simplex_tables_match_opensimplex() -> None:
     for seed in (0, 1, 2**31 - 2, 123456, *np.random.RandomState(0).randint(0, 2**31 - 1, size=20)):
-        perm, grad = kernels.simplex_perm(int(seed), _GRAD_LEN)
+        perm, grad = np.empty(256, np.int64), np.empty(256, np.int64)
+        kernels.simplex_perm(int(seed), _GRAD_LEN, perm, grad)
         want_perm, want_grad = opensimplex_init(int(seed))
         assert np.array_equal(perm, want_perm) and np.array_equal(grad, want_grad), seed
 

@@ -75,7 +75,7 @@ def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None
             assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
 
 
-NO_TABLES = (np.zeros((1, 1), np.int64), np.zeros((0, 4)), np.zeros(0, np.int32), np.zeros((0, 3)))
+NO_TABLES = (np.zeros((1, 1), np.uint32), np.zeros((0, 4)), np.zeros(0, np.uint16), np.zeros((0, 3)))
 """What `CompiledBatch(noise="direct")` passes for tables (it reads the noise point by point)."""
 
 
@@ -87,16 +87,19 @@ def noise_at(o, x, y, height, tab, simplex):
 
 def crafter_reset(seed: int, episodes: int, area: tuple[int, int]) -> list[dict]:
     """Each of the first ``episodes`` worlds of a real ``crafter.Env(seed=seed)``: materials, objects in
-    crafter's order (kind, x, y) with the player first, and the player's position."""
+    crafter's order (kind, x, y) with the player first, the player's position, and the world RNG's state
+    (MT19937 key and position) right after the reset."""
     env = crafter.Env(area=area, seed=seed)
     worlds = []
     for _ in range(episodes):
         env.reset()
         world = env._world
+        rng = world.random.get_state()
         worlds.append({
             "materials": world._mat_map.copy(),
             "objects": [(type(o).__name__.lower(), *map(int, o.pos)) for o in world._objects if o],
             "player": (int(env._player.pos[0]), int(env._player.pos[1])),
+            "rng": (rng[1].copy(), int(rng[2])),
         })  # fmt: skip
     return worlds
 
@@ -108,16 +111,19 @@ def engine_world(engine, row: int) -> dict:
         "materials": state["materials"],
         "objects": [(kind, x, y) for kind, x, y, *_ in state["objects"]],
         "player": player[0],
+        "rng": state["rng"],
     }
 
 
 def assert_same_world(got: dict, expected: dict, where: str) -> None:
-    """Every tile, every object (kind, position, order) and the player's position."""
+    """Every tile, every object (kind, position, order), the player's position and the RNG state."""
     diff = np.argwhere(got["materials"] != expected["materials"])
     assert got["materials"].shape == expected["materials"].shape, where
     assert len(diff) == 0, f"{where}: {len(diff)} tiles differ, first at {diff[0].tolist()}"
     assert got["objects"] == expected["objects"], where
     assert got["player"] == expected["player"], where
+    (key, pos), (expected_key, expected_pos) = got["rng"], expected["rng"]
+    assert pos == expected_pos and np.array_equal(key, expected_key), f"{where}: the world RNG differs"
 
 
 def test_a_single_different_tile_fails_the_comparison() -> None:
@@ -126,15 +132,21 @@ def test_a_single_different_tile_fails_the_comparison() -> None:
     changed["materials"][17, 41] = (changed["materials"][17, 41] % 5) + 1  # any other material id
     with pytest.raises(AssertionError, match="1 tiles differ, first at \\[17, 41\\]"):
         assert_same_world(changed, world, "one tile")
+    advanced = {**world, "rng": (world["rng"][0], world["rng"][1] + 2)}  # one uniform() more
+    with pytest.raises(AssertionError, match="the world RNG differs"):
+        assert_same_world(advanced, world, "one draw")
 
 
 @pytest.mark.parametrize("noise", ["tables", "direct"])
 @pytest.mark.parametrize(
-    ("area", "seeds", "episodes"), [((64, 64), 48, 2), ((48, 32), 8, 2)], ids=["64x64", "48x32"]
+    ("area", "seeds", "episodes"),
+    [((64, 64), 48, 2), ((48, 32), 8, 2), ((40, 72), 6, 3)],
+    ids=["64x64", "48x32", "40x72"],
 )
 def test_engine_resets_build_crafter_envs_worlds(noise: str, area, seeds: int, episodes: int) -> None:
     """``CompiledBatch`` resets (first reset, then ``reset_done``) against real ``crafter.Env`` resets of
-    the same seeds and episodes: {48 seeds x 2 episodes} default worlds plus a non-square size."""
+    the same seeds and episodes, RNG state included: {48 seeds x 2 episodes} default worlds plus two
+    non-square sizes."""
     from rlgpt.envs.engine import CompiledBatch
 
     engine = CompiledBatch(seeds, area=area, noise=noise)
@@ -165,3 +177,39 @@ def test_noise_tables_saved_for_the_next_process_load_the_same(tmp_path, monkeyp
             assert a.dtype == b.dtype and np.array_equal(a, b), name
     finally:
         worldgen.noise_tables.cache_clear()
+
+
+def test_games_on_crafters_own_worlds_continue_identically(monkeypatch) -> None:
+    """A world is right only if the game goes on the same: `ReferenceBatch` playing worlds from crafter's
+    own generator (``crafter.worldgen.generate_world`` on real opensimplex, patched into `CrafterEnv`) and
+    `CompiledBatch` agree on every observation, reward and death over 300 random steps, the players that
+    die starting their next episodes, and on the whole hidden state, world RNG included, every 50 steps."""
+    from crafter_play import assert_same_state, crafter_row_state
+
+    from rlgpt.envs import crafter as crafter_env
+    from rlgpt.envs.batch import ReferenceBatch
+    from rlgpt.envs.crafter import ACTION_NAMES
+    from rlgpt.envs.engine import CompiledBatch
+
+    monkeypatch.setattr(crafter_env, "generate_world", reference.generate_world)
+    seeds = list(range(100, 108))
+    engine, crafters = CompiledBatch(len(seeds)), ReferenceBatch(len(seeds))
+    obs, expected = engine.reset(seeds), crafters.reset(seeds)
+    np.testing.assert_array_equal(obs.view, expected.view)
+    np.testing.assert_array_equal(obs.vector, expected.vector)
+    rng = np.random.default_rng(3)
+    deaths = 0
+    for t in range(300):
+        actions = rng.integers(len(ACTION_NAMES), size=len(seeds))
+        out, want = engine.step(actions), crafters.step(actions)
+        for name in ("view", "vector", "reward", "dead", "achievements"):
+            got, wanted = getattr(out, name), getattr(want, name)
+            np.testing.assert_array_equal(got, wanted, err_msg=f"step {t}: {name}")
+        if t % 50 == 49:
+            for i, env in enumerate(crafters.envs):
+                assert_same_state(engine.row_state(i), crafter_row_state(env), f"step {t} row {i}")
+        deaths += int(want.dead.sum())
+        engine.reset_done(want.dead, out)
+        crafters.reset_done(want.dead, want)
+        np.testing.assert_array_equal(out.view, want.view, err_msg=f"reset after step {t}")
+    assert deaths > 0, "no player died: no second episode was compared"

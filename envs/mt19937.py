@@ -3,7 +3,7 @@
 A state is a ``uint32[624]`` key and a position, laid out as ``RandomState.get_state()`` gives them, so a
 compiled game and a crafter world can hand their RNG to each other. Only the legacy transforms crafter's
 code reaches are here, each written after numpy's C source (``numpy/random/src/mt19937`` and
-``distributions.c``): ``uniform()`` (53-bit double from two 32-bit outputs) alone or into an array,
+``distributions.c``): ``uniform()`` (53-bit double from two 32-bit outputs), alone or in a loop,
 ``randint(0, n)`` (masked rejection on 32-bit outputs; ``n == 1`` draws nothing) and skipping the outputs a
 draw of doubles would consume (the night noise crafter's renderer draws and throws away).
 tests/envs/test_engine.py checks each against numpy.
@@ -73,36 +73,33 @@ def uniform(key, pos, row):  # pragma: no cover - compiled
     return (a * 67108864.0 + b) / 9007199254740992.0
 
 
-@njit(cache=True)
-def fill_uniform(key, pos, row, out):  # pragma: no cover - compiled
-    """``out[:] = RandomState.uniform(size=len(out))``: the same doubles as `uniform` in a loop.
+@njit(cache=True, inline="always")
+def next_uniform(key, row, p):  # pragma: no cover - compiled
+    """`uniform` for a loop that keeps state ``row``'s position in a local ``p``: returns the double and
+    the new position (the caller writes it back to ``pos[row]`` when done).
 
-    A call per draw passes (and reference-counts) the state arrays each time; in one loop over a local
-    copy of the position the draws cost a tenth as much, which matters for the thousands a reset makes.
+    Calling `uniform` once per draw passes (and reference-counts) the state arrays each time; inlined with
+    the position in a local, a draw costs a tenth as much, which matters for the thousands a world takes.
     """
-    k = key[row]
-    p = pos[row]
-    for j in range(out.shape[0]):
-        if p >= N:
-            _twist(key, row)
-            p = 0
-        a = np.int64(k[p])
-        p += 1
-        if p >= N:
-            _twist(key, row)
-            p = 0
-        b = np.int64(k[p])
-        p += 1
-        a ^= a >> 11
-        a ^= (a << 7) & 0x9D2C5680
-        a ^= (a << 15) & 0xEFC60000
-        a ^= a >> 18
-        b ^= b >> 11
-        b ^= (b << 7) & 0x9D2C5680
-        b ^= (b << 15) & 0xEFC60000
-        b ^= b >> 18
-        out[j] = (((a & _MASK32) >> 5) * 67108864.0 + ((b & _MASK32) >> 6)) / 9007199254740992.0
-    pos[row] = p
+    if p >= N:
+        _twist(key, row)
+        p = 0
+    a = np.int64(key[row, p])
+    p += 1
+    if p >= N:
+        _twist(key, row)
+        p = 0
+    b = np.int64(key[row, p])
+    p += 1
+    a ^= a >> 11
+    a ^= (a << 7) & 0x9D2C5680
+    a ^= (a << 15) & 0xEFC60000
+    a ^= a >> 18
+    b ^= b >> 11
+    b ^= (b << 7) & 0x9D2C5680
+    b ^= (b << 15) & 0xEFC60000
+    b ^= b >> 18
+    return (((a & _MASK32) >> 5) * 67108864.0 + ((b & _MASK32) >> 6)) / 9007199254740992.0, p
 
 
 @njit(cache=True)
