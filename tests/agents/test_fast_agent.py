@@ -10,7 +10,7 @@ import pytest
 from agent_helpers import Recording, record_reply
 from crafter_helpers import chop_source, fenced
 
-from rlgpt.agents.fast import MACRO_REPAIR_HINT, FastAgent
+from rlgpt.agents.fast import MACRO_REPAIR_HINT, FastAgent, probe_steps
 from rlgpt.agents.replies import Decomposition, FastReply, FastSetup, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
@@ -61,8 +61,9 @@ def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: 
 @pytest.mark.slow
 def test_compile_errors_go_back_to_the_model_with_their_diagnostics(client: LLMClient,
                                                                     recording: Recording) -> None:
+    # Without the trusted goal macro, which would reach the goal and make the repair needless.
     agent = FastAgent(client, AgentConfig(samples=1, repair_retries=1, code_max_tokens=256,
-                                          probe_seeds=(0,), probe_max_steps=16))
+                                          probe_seeds=(0,), probe_max_steps=16, goal_fallback=False))
     messages = agent.macro_messages("collect_wood", CHOP)
     # A reply the model wrote in the measurements; recorded because sampling cannot be steered to it.
     bad = ("```python\nimport random\ndef chop_tree(game):\n    for _ in range(10):\n"
@@ -238,6 +239,22 @@ def test_the_trusted_goal_macro_is_probed_before_a_revision_is_asked_for(client:
     # The goal macro reached the goal on every probe: no revision of the idle candidate is asked for.
     assert not recording.requests
     assert [c.fallback for c in choice.candidates] == [False, True] and choice.best is choice.candidates[1]
+
+
+def test_a_compile_error_is_not_repaired_once_the_trusted_goal_macro_reaches_the_goal(
+        client: LLMClient, recording: Recording) -> None:
+    config = AgentConfig(samples=2, repair_retries=2, probe_repair_retries=1, code_max_tokens=256,
+                         probe_seeds=(0, 1), probe_max_steps=200)
+    agent = FastAgent(client, config)
+    broken = "```python\ndef get_stone(game):\n    import os\n    yield \"noop\"\n```"
+    record_reply(client, agent.macro_messages("collect_stone", STONE), broken, agent._sampling(0))
+    choice = agent.write_macro("collect_stone", STONE)
+    # No repair, no second sample, no revision: the goal macro was probed first and reached the goal.
+    assert not recording.requests
+    first, fallback = choice.candidates
+    assert first.code.code is None and len(first.code.attempts) == 1 and first.probe is None
+    assert fallback.fallback and fallback.index == 1 and choice.best is fallback
+    assert probe_steps([choice]) == fallback.probe.env_steps  # its probes are counted
 
 
 @pytest.mark.slow

@@ -112,9 +112,11 @@ Check = Callable[[str], Any]
 
 
 def write_code(client: LLMClient, role: str, messages: list[Message], name: str, check: Check, *,
-               sampling: SamplingParams, retries: int, repair_hint: str = "") -> CodeResult:
+               sampling: SamplingParams, retries: int, repair_hint: str = "",
+               give_up: Callable[[], bool] | None = None) -> CodeResult:
     """Ask for function `name`, extract it, `check` it; send diagnostics back up to `retries` times,
-    followed by `repair_hint` (a reminder of the rules the diagnostics are about)."""
+    followed by `repair_hint` (a reminder of the rules the diagnostics are about). `give_up`, asked before
+    each repair, ends the loop when it returns True (the caller has what it needs another way)."""
     conversation = list(messages)
     result = CodeResult(None, None)
     for attempt in range(retries + 1):
@@ -135,7 +137,7 @@ def write_code(client: LLMClient, role: str, messages: list[Message], name: str,
                 result.code, result.compiled = code, compiled
                 return result
         result.attempts.append(CodeAttempt(completion.text, code, problem))
-        if attempt == retries:
+        if attempt == retries or (give_up is not None and give_up()):
             break
         # The usual repair prompt: the model's own reply, then exactly what the compiler said.
         hint = f"{repair_hint}\n" if repair_hint else ""

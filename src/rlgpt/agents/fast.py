@@ -10,6 +10,7 @@ real Crafter and repaired the same way. Only the short setup fields go through a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections.abc import Callable
@@ -92,6 +93,8 @@ class MacroChoice:
     """Every sample, in order."""
     best: MacroCandidate | None = None
     """The compiled candidate with the best probe (None when none compiled)."""
+    trusted: MacroCandidate | None = None
+    """The trusted goal macro once probed (`FastAgent._trusted`); in `candidates` once offered."""
 
     @property
     def source(self) -> MacroSource | None:
@@ -315,13 +318,16 @@ class FastAgent:
                                       tuple(m.name for m in setup), bound)
         return contained.value
 
-    def _candidate(self, index: int, messages: list[dict[str, str]], sub: SubAction,
+    def _candidate(self, index: int, messages: list[dict[str, str]], choice: MacroChoice,
                    setup: tuple[CompiledMacro, ...], revises: int | None = None) -> MacroCandidate:
-        """Ask for one macro (sampling seed + `index`), repair compile errors, probe it if it compiles."""
+        """Ask for one macro (sampling seed + `index`), repair compile errors (unless the trusted goal
+        macro settles the sub-action first: `_fallback_settles`), probe it if it compiles."""
+        sub = choice.subaction
         result = write_code(self.client, ROLE, messages, sub.name,
                             lambda code: self.compile_macro_code(sub.name, code),
                             sampling=self._sampling(index), retries=self.config.repair_retries,
-                            repair_hint=MACRO_REPAIR_HINT)
+                            repair_hint=MACRO_REPAIR_HINT,
+                            give_up=lambda: self._fallback_settles(choice, setup))
         probe = None
         if result.compiled is not None:
             self.on_phase("probe")
@@ -344,17 +350,22 @@ class FastAgent:
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
         """Sample candidates for `sub`, repair compile errors, probe those that compile (after `setup`),
-        keep the best; when none reaches its goal in every probe call, offer the trusted goal macro
-        (`_offer_fallback`), and while still nothing does, ask for a revision of the model's best candidate
-        that sees its probes (`AgentConfig.probe_repair_retries`). The fallback is probed before any
-        revision is asked for: a revision cannot beat a candidate that always reaches the goal by more than
-        a few steps, and each one is a model call (seconds to minutes on a CPU)."""
+        keep the best; while none reaches its goal in every probe call, offer the trusted goal macro
+        (`_offer_fallback`) and ask for a revision of the model's best candidate that sees its probes
+        (`AgentConfig.probe_repair_retries`).
+
+        Whenever the model's candidates so far miss the goal in some probe call, the trusted goal macro is
+        probed before the model is asked anything more (a compile repair, another sample, a revision);
+        once it reaches the goal in every probe call, nothing more is asked: no model call could beat it on
+        the goal, and each one costs seconds to minutes on a CPU."""
         messages = self.macro_messages(task, sub, feedback)
         choice = MacroChoice(sub)
         for index in range(self.config.samples):
-            choice.candidates.append(self._candidate(index, messages, sub, setup))
-        self._select(choice)
-        self._offer_fallback(choice, setup)
+            choice.candidates.append(self._candidate(index, messages, choice, setup))
+            self._select(choice)
+            self._offer_fallback(choice, setup)
+            if self._reached(choice) and choice.best is not None and choice.best.fallback:
+                break
         for _ in range(self.config.probe_repair_retries):
             if choice.best is None or choice.best.probe is None or choice.best.probe.goal_rate in (None, 1.0):
                 break  # nothing compiled (compile repair already ran), no goal to judge by, or it works
@@ -363,30 +374,57 @@ class FastAgent:
                 break
             revision = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
             choice.candidates.append(
-                self._candidate(len(choice.candidates), revision, sub, setup, revises=best.index))
+                self._candidate(len(choice.candidates), revision, choice, setup, revises=best.index))
             self._select(choice)
         return choice
 
-    def _offer_fallback(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> None:
-        """When no candidate reached the sub-action's goal in every probe call, probe the trusted one-call
-        goal macro (`goal_macro_code`: e.g. ``yield from game.collect("stone")``) as one more candidate; it
-        is kept only if it probes better. The small model writes walking loops well and placing/crafting
-        badly: this keeps a coded sub-action from failing for want of a working building block."""
-        sub, best = choice.subaction, choice.best
-        if not self.config.goal_fallback or self.config.api != "skills" or not sub.goal:
-            return
-        if best is not None and best.probe is not None and best.probe.goal_rate == 1.0:
-            return
+    def _trusted(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> MacroCandidate | None:
+        """The trusted one-call goal macro of `choice`'s sub-action (`goal_macro_code`: e.g.
+        ``yield from game.collect("stone")``), compiled and probed on first need (None: there is none, or
+        the config turns it off: `AgentConfig.goal_fallback`, API level ``basic``)."""
+        sub = choice.subaction
+        if choice.trusted is not None or not self.config.goal_fallback or self.config.api != "skills" \
+                or not sub.goal:
+            return choice.trusted
         code = goal_macro_code(sub.name, sub.goal, self.config.probe_max_steps)
         if code is None:
-            return
+            return None
         compiled = self.compile_macro_code(sub.name, code)  # trusted source: a failure here is a bug
         self.on_phase("probe")
         probe = self.probe(compiled, sub.goal, setup)
         self.on_phase("fast")
         result = CodeResult(code, compiled, [CodeAttempt("", code, ())])
-        choice.candidates.append(MacroCandidate(len(choice.candidates), result, probe, fallback=True))
-        self._select(choice)
+        choice.trusted = MacroCandidate(-1, result, probe, fallback=True)  # its index: where it is offered
+        return choice.trusted
+
+    @staticmethod
+    def _reached(choice: MacroChoice) -> bool:
+        """Whether one of `choice`'s candidates reached the goal in every probe call."""
+        best = choice.best
+        return best is not None and best.probe is not None and best.probe.goal_rate == 1.0
+
+    def _fallback_settles(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> bool:
+        """Whether, while none of `choice`'s candidates reached the goal in every probe call, the trusted
+        goal macro does (probed here on first need; `_offer_fallback` adds it to the candidates)."""
+        if self._reached(choice):
+            return False
+        trusted = self._trusted(choice, setup)
+        return trusted is not None and trusted.probe is not None and trusted.probe.goal_rate == 1.0
+
+    def _offer_fallback(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> None:
+        """When no candidate reached the sub-action's goal in every probe call, or the trusted goal macro
+        was probed already, add it (`_trusted`) as one more candidate (once: every probe it played is
+        counted); it is kept only if it probes better. The small model writes walking loops well and
+        placing/crafting badly: this keeps a coded sub-action from failing for want of a working building
+        block."""
+        if any(c.fallback for c in choice.candidates):
+            return
+        if choice.trusted is None and self._reached(choice):
+            return
+        trusted = self._trusted(choice, setup)
+        if trusted is not None:
+            choice.candidates.append(dataclasses.replace(trusted, index=len(choice.candidates)))
+            self._select(choice)
 
     # -- reward ------------------------------------------------------------------------------------
 
