@@ -15,8 +15,11 @@ generator world by world: materials, objects (kind, position, order) and RNG sta
 The noise itself is read from tables (`noise_tables`, `_noise_at`): every noise value crafter reads
 is traced once per world size into its terms, and a world only supplies the gradients at ~2.1k lattice
 vertices; the sums are redone in opensimplex's order, so the doubles are opensimplex's, bit for bit. The
-kernels (`_smooth_noise`, `_tiles`: crafter's rules, written once) read the noise through `_noise_at`:
-from the tables, or, given a world's ``(perm, grad)``, point by point from ``_noise3``: the reference
+octaves read at most tiles (water, mountain, horizontal tunnels, trees) are first approximated for the
+whole world in vectorized loops, to within a bound traced with the tables, and read exactly only where
+the bound leaves one of crafter's comparisons open (`_approximate_octaves`). The kernels
+(`_smooth_noise`, `_tiles`: crafter's rules, written once) read the noise through `_noise_at`: from the
+tables, or, given a world's ``(perm, grad)``, point by point from ``_noise3``: the reference
 `CompiledBatch(noise="direct")` runs and `bench.worldgen` measures against.
 """
 
@@ -109,9 +112,9 @@ _N_OCTAVES = 13
 # goes through numpy's exp, so it stays exact, and the other lazy ones are read at few tiles or, the
 # vertical tunnels, would take short rows), each into a plane of `_smooth_noise`'s output (`_PLANES`); the
 # tiles one approximation row spans at least (a multiple of the vector width); and what the bound allows for
-# rounding: both sums are a few dozen double operations on values below 300, each off by at most 2**-53
-# relative (fused or reordered by fastmath here, no worse), so they differ from the real-number sums by
-# less than 1e-12.
+# rounding: a term's offsets (below 50) come out of opensimplex's and the rows' arithmetic a few ulps apart
+# (< 1e-13), a term moves by less than 2000 times that, and both sums add ~10 terms below 300 with a few
+# roundings each (fastmath's fused or reordered ones included), so the two differ by far less than 1e-10.
 _APPROXIMATED = (1, 2, 3, 4, _HTUNNEL, _TREE_N)
 _PLANES = (1, 2, 3, 4, 5, 6)
 _HTUNNEL_PLANE, _TREE_PLANE = 5, 6
@@ -212,7 +215,7 @@ class NoiseTables:
     margin: np.ndarray
     seconds: float
     """How long getting them took, at the engine's construction, once per world size and process: tracing
-    them (2-5 s, the first time on a machine) or loading them from disk."""
+    them (1-5 s, the first time on a machine) or loading them from disk."""
 
 
 _ARRAYS = (
@@ -243,7 +246,7 @@ def _tables_path(width: int, height: int) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def noise_tables(width: int, height: int) -> NoiseTables:
-    """The tables of a ``width`` x ``height`` world: loaded from disk (`_tables_path`), or traced (2-5 s
+    """The tables of a ``width`` x ``height`` world: loaded from disk (`_tables_path`), or traced (1-5 s
     for 64x64) and saved there for the next process; cached in this process."""
     began = time.perf_counter()
     path = _tables_path(width, height)

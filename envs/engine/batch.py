@@ -106,9 +106,9 @@ class CompiledBatch:
         noise: str = "tables",
     ):
         """``noise``: how resets evaluate the world's simplex noise, both giving crafter's worlds bit for bit:
-        ``"tables"`` (default) from `worldgen.noise_tables`, traced once per area at construction (1-3 s),
-        ~5x cheaper per reset; ``"direct"`` with opensimplex's ``_noise3`` per point (the reference the
-        benchmark `bench.worldgen` compares against)."""
+        ``"tables"`` (default) from `worldgen.noise_tables`, traced once per machine and area (1-5 s, then
+        loaded from disk), ~6x cheaper per reset; ``"direct"`` with opensimplex's ``_noise3`` per point (the
+        reference the benchmark `bench.worldgen` compares against)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
