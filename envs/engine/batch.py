@@ -106,9 +106,9 @@ class CompiledBatch:
         noise: str = "tables",
     ):
         """``noise``: how resets evaluate the world's simplex noise, both giving crafter's worlds bit for bit:
-        ``"tables"`` (default) from `worldgen.noise_tables`, traced once per area at construction (1-3 s),
-        ~5x cheaper per reset; ``"direct"`` with opensimplex's ``_noise3`` per point (the reference the
-        benchmark `bench.worldgen` compares against)."""
+        ``"tables"`` (default) from `worldgen.noise_tables`, traced once per machine and area (1-5 s, then
+        loaded from disk), ~6x cheaper per reset; ``"direct"`` with opensimplex's ``_noise3`` per point (the
+        reference the benchmark `bench.worldgen` compares against)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
@@ -125,21 +125,12 @@ class CompiledBatch:
             raise ValueError(f"noise must be 'tables' or 'direct', got {noise!r}")
         self.noise_tables = worldgen.noise_tables(*self.area) if noise == "tables" else None
         t = self.noise_tables
-        self._tables = (
-            (t.offsets, t.coef, t.vertex, t.vertices)
-            if t is not None
-            else (
-                np.zeros((1, 1), np.uint32),
-                np.zeros((0, 4)),
-                np.zeros(0, np.uint16),
-                np.zeros((0, 3), np.int64),
-            )
-        )
+        self._tables = worldgen.kernel_tables(t) if t is not None else worldgen.NO_TABLES
         # The resets' temporaries, made once (allocating them per reset cost a tenth of a table reset),
         # for up to _RESET_CHUNK rows at a time.
         k, (w, h) = min(self.num_envs, _RESET_CHUNK), self.area
         self._reset_scratch = _ResetScratch(
-            noise=np.empty((k, worldgen._N_SMOOTH, w, h)),
+            noise=np.empty((k, worldgen._N_PLANES, w, h)),
             minus_start=np.empty((k, w, h)),
             exp_minus_start=np.empty((k, w, h)),
             perms=np.empty((k, 256), np.int64),

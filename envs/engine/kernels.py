@@ -822,19 +822,19 @@ def reset_noise(
     generator does, and evaluate worldgen's smooth noise octaves (into ``noise[k]`` for the k-th row) and
     the argument of crafter's ``np.exp`` (``minus_start[k]``), which the caller applies with numpy.
 
-    ``tables`` is ``(offsets, coef, vertex, vertices)`` of `worldgen.NoiseTables`: the noise comes from
-    them and each row's vertex gradients (kept in ``gradients[k]`` for `reset_world`); with no vertices it
-    is evaluated point by point with opensimplex's ``_noise3`` on the row's ``perms[k]``, ``grads[k]``
-    instead (the same doubles, several times slower).
+    ``tables`` is `worldgen.kernel_tables`: the noise comes from them and each row's vertex gradients
+    (kept in ``gradients[k]`` for `reset_world`); with no vertices (`worldgen.NO_TABLES`) it is evaluated
+    point by point with opensimplex's ``_noise3`` on the row's ``perms[k]``, ``grads[k]`` instead (the same
+    worlds, several times slower).
     """
-    offsets, coef, vertex, vertices = tables
+    offsets, coef, vertex, vertices, vertex_rows, row_coef, row_start, row_step, bound, margin = tables
     direct = vertices.shape[0] == 0
     w, h = noise.shape[2], noise.shape[3]
     for k in range(rows.shape[0]):
         e = rows[k]
         mt.seed(key, pos, e, world_seeds[k])
         simplex_perm(mt.randint(key, pos, e, _SIMPLEX_SEEDS), grad_len, perms[k], grads[k])
-        tab = (offsets, coef, vertex, gradients[k])
+        tab = (offsets, coef, vertex, gradients[k], vertex_rows, row_coef, row_start, row_step, bound, margin)
         if direct:
             worldgen._smooth_noise(tab, (perms[k], grads[k]), noise[k])
         else:
@@ -855,11 +855,11 @@ def reset_world(
     mat, omap, objs, game, flt, key, pos = S
     w, h = mat.shape[1], mat.shape[2]
     px, py = w // 2, h // 2
-    offsets, coef, vertex, vertices = tables
+    offsets, coef, vertex, vertices, vertex_rows, row_coef, row_start, row_step, bound, margin = tables
     direct = vertices.shape[0] == 0
     for k in range(rows.shape[0]):
         e = rows[k]
-        tab = (offsets, coef, vertex, gradients[k])
+        tab = (offsets, coef, vertex, gradients[k], vertex_rows, row_coef, row_start, row_step, bound, margin)
         if direct:
             n_placed = worldgen._tiles(
                 tab, (perms[k], grads[k]), noise[k], exp_minus_start[k], px, py, key, pos, e, mat_ids,

@@ -70,13 +70,66 @@ def test_noise_tables_give_opensimplex_doubles_at_every_input(seed: int) -> None
             [[_noise3(*inputs(o, x, y), perm, grad) for y in range(height)] for x in range(width)]
         )
         for tables, simplex in ((tab, None), (NO_TABLES, (perm, grad))):
-            got = np.array([[noise_at(o, x, y, height, tables, simplex) for y in range(height)]
-                            for x in range(width)])
+            got = np.array(
+                [[noise_at(o, x, y, height, tables, simplex) for y in range(height)] for x in range(width)]
+            )
             assert np.array_equal(got.view(np.int64), expected.view(np.int64)), f"octave {o}"
 
 
-NO_TABLES = (np.zeros((1, 1), np.uint32), np.zeros((0, 4)), np.zeros(0, np.uint16), np.zeros((0, 3)))
+NO_TABLES = worldgen.NO_TABLES
 """What `CompiledBatch(noise="direct")` passes for tables (it reads the noise point by point)."""
+
+
+@pytest.mark.parametrize("area", [(64, 64), (40, 72)], ids=["64x64", "40x72"])
+def test_approximated_octaves_stay_within_their_bound(area: tuple[int, int]) -> None:
+    """The approximations a table reset computes first (water, mountain, horizontal tunnels, trees) are
+    within the traced bound of opensimplex's doubles at every tile of 12 worlds, and so water and
+    mountain within the margins `_tiles` allows them; the bounds are small enough to decide nearly every
+    comparison (the exact octaves are then read at a handful of tiles a world)."""
+    from opensimplex import OpenSimplex
+
+    width, height = area
+    tables = worldgen.noise_tables(width, height)
+    assert 0 < tables.bound[list(worldgen._APPROXIMATED)].max() < 2e-4
+    worst = np.zeros(worldgen._N_OCTAVES)
+    for seed in range(12):
+        simplex = OpenSimplex(seed=1000 + seed)
+        tab = worldgen.table_args(tables, simplex._perm, simplex._perm_grad_index3)
+        out = np.empty((worldgen._N_PLANES, width, height))
+        worldgen._smooth_noise(tab, None, out)
+        exact = {}
+        for o, plane in zip(worldgen._APPROXIMATED, worldgen._PLANES, strict=True):
+            exact[o] = np.array(
+                [[noise_at(o, x, y, height, tab, None) for y in range(height)] for x in range(width)]
+            )
+            worst[o] = max(worst[o], np.abs(out[plane] - exact[o]).max())
+        s = np.random.default_rng(seed).uniform(0, 1, size=(width, height))  # any start field will do
+        w, m = worldgen._water_mountain(s, *(out[o] for o in range(1, 5)))
+        exact_w, exact_m = worldgen._water_mountain(s, *(exact[o] for o in range(1, 5)))
+        assert np.abs(w - exact_w).max() <= tables.margin[0] and np.abs(m - exact_m).max() <= tables.margin[1]
+    for o in worldgen._APPROXIMATED:
+        assert 0 < worst[o] <= tables.bound[o], f"octave {o}: {worst[o]} against a bound of {tables.bound[o]}"
+
+
+def test_exact_octaves_where_the_bound_cannot_decide(monkeypatch) -> None:
+    """With bounds too wide to decide anything, every water, mountain, tunnel and tree comparison goes to
+    the exact octaves (the path the few undecided tiles of a world take): still crafter's worlds."""
+    import dataclasses
+
+    traced = worldgen.noise_tables
+
+    def tables_with_wide_bounds(width: int, height: int) -> worldgen.NoiseTables:
+        tables = traced(width, height)
+        return dataclasses.replace(tables, bound=tables.bound + 10.0, margin=tables.margin + 10.0)
+
+    monkeypatch.setattr(worldgen, "noise_tables", tables_with_wide_bounds)
+    for seed in range(4):
+        expected_world, expected_player = fresh_world(seed, (64, 64))
+        reference.generate_world(expected_world, expected_player)
+        world, player = fresh_world(seed, (64, 64))
+        worldgen.generate_world(world, player)
+        for got, expected in zip(snapshot(world), snapshot(expected_world), strict=True):
+            assert np.array_equal(got, expected) if isinstance(got, np.ndarray) else got == expected
 
 
 @njit
@@ -172,7 +225,7 @@ def test_noise_tables_saved_for_the_next_process_load_the_same(tmp_path, monkeyp
         worldgen.noise_tables.cache_clear()  # as a new process
         loaded = worldgen.noise_tables(16, 12)
         assert loaded is not traced
-        for name in ("offsets", "coef", "vertex", "vertices"):
+        for name in worldgen._ARRAYS:
             a, b = getattr(traced, name), getattr(loaded, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
     finally:
