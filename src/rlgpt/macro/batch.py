@@ -124,18 +124,20 @@ class BatchMacros:
         stepping = actions < self.n_primitive
         primitive = np.flatnonzero(stepping)
         step_actions = np.where(stepping, actions, 0)
+        chosen = [(e, int(actions[e]) - self.n_primitive) for e in np.flatnonzero(~stepping).tolist()]
+        marker = self.marker if chosen else None
+        if marker is not None:
+            marker.running(self._encoded[chosen[0][1]])
         calls: list[tuple[int, int, MacroCall]] = []
         code = np.zeros(n)
-        for e in np.flatnonzero(~stepping).tolist():
-            m = int(actions[e]) - self.n_primitive
+        for e, m in chosen:
+            if marker is not None:
+                marker.rename(self._encoded[m])  # starting a call runs the macro's module code
             start = time.perf_counter()
             call = MacroCall(self.compiled[m], self.games[e], self.gamma, self.max_macro_steps,
                              self.budgets[self.names[m]].disabled)
             code[e] += time.perf_counter() - start
             calls.append((e, m, call))
-        marker = self.marker if calls else None
-        if marker is not None:
-            marker.running(self._encoded[calls[0][1]])
         active = calls
         slot = np.zeros(n, np.int64)
         first = True
