@@ -12,7 +12,10 @@ symbolic CrafterEnvs, dead games reset; `bench.engine_throughput`), ``training``
 rlgpt (batch backend; the full run adds it with a float32 encoder and on its per-env backend, and the
 synchronous PPO on the compiled engine) and of Sample Factory's defaults vs a synchronous PPO, with each
 process tree's peak RSS; `bench.training`), ``kernels`` (fused ops vs eager vs ``torch.compile`` at the
-learner's shapes), ``macro`` (primitive steps/s through a macro vs direct),
+learner's shapes), ``macro`` (primitive steps/s through a macro vs direct), ``macro_training`` (training
+env steps/s of configs/main.yaml's job with the go_to_tree macro in its action space vs without it, both on
+the batch backend, over a whole training: 300k steps, 10k quick; the full run adds the macro job on the
+per-env backend, the only one that ran macros before; `bench.training`),
 ``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool;
 `FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran on.
 Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
@@ -175,6 +178,26 @@ def macro_rows(quick: bool) -> list[Row]:
     ]
 
 
+def macro_training_rows(quick: bool) -> list[Row]:
+    steps = 10_000 if quick else 300_000
+    overrides = ["summaries_every_sec=2"] if quick else []
+    trainers = ("rlgpt_macros",) if quick else training.MACRO_TRAINERS
+    plain = training.run_trainer("rlgpt", steps, seed=0, overrides=overrides)
+    runs = {t: training.run_trainer(t, steps, seed=0, overrides=overrides) for t in trainers}
+    return [
+        Row(
+            f"macro training ({steps:,} steps)",
+            training.LABELS[t],
+            training.LABELS[plain.trainer],
+            runs[t].steps_per_s,
+            plain.steps_per_s,
+            "env steps/s",
+            f"{runs[t].peak_rss_mb:,.0f} / {plain.peak_rss_mb:,.0f} MiB",
+        )
+        for t in trainers
+    ]
+
+
 def llm_rows(quick: bool) -> list[Row]:
     models = llm_throughput.available_models(quick)
     results = {
@@ -229,6 +252,7 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "training": training_rows,
     "kernels": kernel_rows,
     "macro": macro_rows,
+    "macro_training": macro_training_rows,
     "llm": llm_rows,
     "envpool": envpool_rows,
 }

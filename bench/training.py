@@ -51,8 +51,20 @@ from rlgpt.tracking import SUCCESS_WINDOW, read_curve, read_metrics
 
 TRAINERS = ("rlgpt", "rlgpt_fp32", "rlgpt_gym", "sf_default", "sync_ppo_batch", "sync_ppo")
 """The trainers compared; ``sync_ppo`` is the baseline of the ratios."""
+MACRO_FILE = str(builtin_config_path("macros/go_to_tree.yaml"))
+"""The macro of ``rlgpt_macros`` (collect_wood_macros.yaml's): walk to the nearest tree and face it."""
+MACRO_TRAINERS = ("rlgpt_macros", "rlgpt_macros_gym")
+"""Trainers of the macro-training comparison (`bench.__main__`'s ``macro_training`` section), each against
+``rlgpt``: not in `TRAINERS`, whose sample-efficiency table compares plain PPO trainers."""
 TRAINER_OVERRIDES = {
     "rlgpt": [],
+    # configs/main.yaml's job with the go_to_tree macro beside the primitives, on the batch backend (auto):
+    # games running a macro are stepped by the compiled engine, the others wait for them.
+    "rlgpt_macros": [f"macros.file={MACRO_FILE}", "macros.max_steps=32"],
+    # The same on the per-env backend, the only one that ran macros before (as collect_wood_macros.yaml
+    # ran them: 2 workers x 8 envs in two splits).
+    "rlgpt_macros_gym": [f"macros.file={MACRO_FILE}", "macros.max_steps=32", "env.backend=gym",
+                         "env.num_workers=2", "env.num_envs_per_worker=8", "env.worker_num_splits=2"],
     "rlgpt_fp32": ["ppo.encoder_precision=fp32"],
     # What `rlgpt train --config configs/main.yaml` ran before the batch backend.
     "rlgpt_gym": [
@@ -74,6 +86,8 @@ LABELS = {
     "sf_default": "Sample Factory defaults",
     "sync_ppo_batch": "sync PPO on the compiled engine (--env batch)",
     "sync_ppo": "sync PPO (bench/sync_ppo.py)",
+    "rlgpt_macros": "rlgpt train + go_to_tree macro (batch backend)",
+    "rlgpt_macros_gym": "rlgpt train + go_to_tree macro (per-env backend, 2 workers x 8)",
 }
 SF_KEEP = {
     "env",
@@ -268,8 +282,8 @@ def run_trainer(
     keep_dir: Path | None = None,
 ) -> TrainingRun:
     """Train ``trainer`` in a fresh child process and measure it (throughput, peak tree RSS, success)."""
-    if trainer not in TRAINERS:
-        raise ValueError(f"unknown trainer {trainer!r}; expected one of {TRAINERS}")
+    if trainer not in TRAINERS + MACRO_TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}; expected one of {TRAINERS + MACRO_TRAINERS}")
     with tempfile.TemporaryDirectory(prefix=f"bench-{trainer}-") as tmp:
         run_dir = (keep_dir or Path(tmp)) / f"{trainer}-seed{seed}"
         sync = trainer.startswith("sync_ppo")

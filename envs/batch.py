@@ -58,6 +58,27 @@ def check_actions(actions: np.ndarray, num_envs: int, started: bool) -> np.ndarr
     return actions
 
 
+def check_rows(
+    rows: np.ndarray, actions: np.ndarray, num_envs: int, started: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """`CrafterBatch.step_rows`'s checks: reset came first, increasing rows in range, one action per row.
+    Returns both as arrays."""
+    if not started:
+        raise RuntimeError("step_rows called before reset(); call reset(seeds) first")
+    rows, actions = np.asarray(rows), np.asarray(actions)
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
+        raise ValueError(f"rows must be a 1-D array of row indices, got {rows.dtype} of shape {rows.shape}")
+    if actions.shape != rows.shape:
+        raise ValueError(f"step_rows needs one action per row ({len(rows)}), got shape {actions.shape}")
+    # On Python ints: numpy's per-call overhead (~10 us for unique/min/max) would cost more than stepping
+    # the one game a macro call often steps.
+    listed = rows.tolist()
+    increasing = all(a < b for a, b in zip(listed, listed[1:], strict=False))
+    if listed and (listed[0] < 0 or listed[-1] >= num_envs or not increasing):
+        raise ValueError(f"rows must be increasing indices in [0, {num_envs}), got {listed}")
+    return rows, actions
+
+
 @dataclass
 class BatchStep(BatchObs):
     """What one :meth:`CrafterBatch.step` returns, row i for game i (observation after the step)."""
@@ -85,6 +106,12 @@ class CrafterBatch(Protocol):
 
     def step(self, actions: np.ndarray) -> BatchStep:
         """Advance every game one primitive step (``actions``: int ``[num_envs]`` in ``[0, 17)``)."""
+        ...
+
+    def step_rows(self, rows: np.ndarray, actions: np.ndarray, out: BatchStep) -> None:
+        """Advance only the games ``rows`` (increasing indices) one primitive step, game ``rows[j]`` taking
+        ``actions[j]``, each as if it were stepped alone; their results go into those rows of ``out`` (the
+        other rows are left as they are)."""
         ...
 
     def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
@@ -124,12 +151,16 @@ class ReferenceBatch:
             np.zeros(self.num_envs, bool),
             np.zeros((self.num_envs, len(ACHIEVEMENTS)), np.int32),
         )
-        for i, env in enumerate(self.envs):
-            o, reward, dead, _, info = env.step(int(actions[i]))
+        self.step_rows(np.arange(self.num_envs), actions, out)
+        return out
+
+    def step_rows(self, rows: np.ndarray, actions: np.ndarray, out: BatchStep) -> None:
+        rows, actions = check_rows(rows, actions, self.num_envs, self._started)
+        for i, action in zip(rows.tolist(), actions.tolist(), strict=True):
+            o, reward, dead, _, info = self.envs[i].step(int(action))
             out.view[i], out.vector[i] = o["view"], o["vector"]
             out.reward[i], out.dead[i] = reward, dead
             out.achievements[i] = [info["achievements"][name] for name in ACHIEVEMENTS]
-        return out
 
     def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
         for i in np.flatnonzero(np.asarray(done)):

@@ -12,7 +12,7 @@ import numpy as np
 from opensimplex.constants import GRADIENTS3
 
 from .. import worldgen
-from ..batch import BatchObs, BatchStep, check_actions, check_seeds
+from ..batch import BatchObs, BatchStep, check_actions, check_rows, check_seeds
 from ..crafter import ACTION_NAMES, ITEMS, MATERIALS, VECTOR_FIELDS
 from ..tasks import ACHIEVEMENTS
 from . import kernels
@@ -141,6 +141,7 @@ class CompiledBatch:
         )
         self._seeds: list[int] = [0] * self.num_envs
         self._episodes = np.zeros(self.num_envs, np.int64)
+        self._resets = 0  # calls of `reset`: with a row's episode and step, when its game may have changed
         self._started = False
 
     # ---------------------------------------------------------------- CrafterBatch
@@ -153,6 +154,7 @@ class CompiledBatch:
             raise ValueError(f"seeds must be non-negative integers, got {min(seeds)}")
         self._seeds = seeds
         self._episodes[:] = 0
+        self._resets += 1
         obs = BatchObs.zeros(self.num_envs, self.view_shape)
         self._reset_rows(np.arange(self.num_envs), obs)
         self._started = True
@@ -161,8 +163,6 @@ class CompiledBatch:
     def step(self, actions: np.ndarray) -> BatchStep:
         """Advance every game one primitive step (``actions``: int ``[num_envs]`` in ``[0, 17)``)."""
         actions = check_actions(actions, self.num_envs, self._started)
-        if actions.dtype.kind not in "iu":
-            raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
         n = self.num_envs
         out = BatchStep(
             # The kernel writes every entry.
@@ -172,16 +172,28 @@ class CompiledBatch:
             np.empty(n, bool),
             np.empty((n, len(ACHIEVEMENTS)), np.int32),
         )
+        self._step(np.arange(n), actions, out)
+        return out
+
+    def step_rows(self, rows: np.ndarray, actions: np.ndarray, out: BatchStep) -> None:
+        """Advance only the games ``rows`` (increasing row indices) one primitive step, game ``rows[j]``
+        taking ``actions[j]``, each exactly as if it were stepped alone; their observation, reward, death and
+        achievements go into those rows of ``out``, whose other rows are left as they are."""
+        rows, actions = check_rows(rows, actions, self.num_envs, self._started)
+        self._step(rows, actions, out)
+
+    def _step(self, rows: np.ndarray, actions: np.ndarray, out: BatchStep) -> None:
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
         args = (self.geometry.radius, self.geometry.noise, out.view, out.vector, out.reward, out.dead)
         args += (out.achievements,)
-        actions = actions.astype(np.int64, copy=False)
-        bad = kernels.step(self.state, actions, _CLOCK.table, *args)
+        rows, actions = rows.astype(np.int64, copy=False), actions.astype(np.int64, copy=False)
+        bad = kernels.step_rows(self.state, rows, actions, _CLOCK.table, *args)
         if bad == kernels.DAYLIGHT_TABLE_SHORT:
-            daylight = _CLOCK.cover(int(self.state.game[:, kernels.STEP].max()) + 1)
-            bad = kernels.step(self.state, actions, daylight, *args)
+            daylight = _CLOCK.cover(int(self.state.game[rows, kernels.STEP].max()) + 1)
+            bad = kernels.step_rows(self.state, rows, actions, daylight, *args)
         if bad >= 0:
             raise ValueError(f"action must be in [0, {len(ACTION_NAMES)}), got {actions[bad]}")
-        return out
 
     def reset_done(self, done: np.ndarray, obs: BatchObs) -> None:
         """Start the next episode of the games where ``done`` is set, writing their first observation into
@@ -194,6 +206,11 @@ class CompiledBatch:
         rows = np.flatnonzero(done)
         if len(rows):
             self._reset_rows(rows, obs)
+
+    def row_version(self, row: int) -> tuple[int, int, int]:
+        """A value that changes whenever game ``row`` may have changed (a step, a reset), for readers that
+        cache what they read of it (`rlgpt.macro.views.EngineView`)."""
+        return self._resets, int(self._episodes[row]), int(self.state.game[row, kernels.STEP])
 
     # ---------------------------------------------------------------- internals
 

@@ -733,59 +733,78 @@ DAYLIGHT_TABLE_SHORT = -2
 
 
 @njit(cache=True)
-def step(S, actions, daylight, radius, noise, view, vector, reward, dead, achievements):  # pragma: no cover
-    """``CrafterEnv.step`` for every game; writes the observation, reward, death and achievement counts.
+def _step_game(mat, omap, objs, game, flt, key, pos, e, action, daylight, radius, noise, view, vector, reward,
+               dead, achievements):  # pragma: no cover - compiled
+    """``CrafterEnv.step`` of game e (its arguments checked by the caller); writes row e of the outputs."""
+    _compact(omap, objs, game, e)
+    game[e, STEP] += 1
+    flt[e, DAYLIGHT] = daylight[game[e, STEP]]
+    # crafter's update loop over its snapshot (records 0 .. n-1, see the module docstring); the distance
+    # is measured when an object's turn comes, after the objects before it have moved.
+    n = game[e, NOBJ]
+    for i in range(n):
+        kind = objs[e, i, KIND]
+        if abs(objs[e, i, X] - objs[e, 0, X]) + abs(objs[e, i, Y] - objs[e, 0, Y]) >= radius:
+            continue
+        if kind == PLAYER:
+            _update_player(mat, omap, objs, game, flt, key, pos, e, action)
+        elif kind == COW:
+            _update_cow(mat, omap, objs, game, key, pos, e, i)
+        elif kind == ZOMBIE:
+            _update_zombie(mat, omap, objs, game, key, pos, e, i)
+        elif kind == SKELETON:
+            _update_skeleton(mat, omap, objs, game, key, pos, e, i)
+        elif kind == ARROW:
+            _update_arrow(mat, omap, objs, game, e, i)
+        elif kind == PLANT:
+            _update_plant(omap, objs, game, e, i)
+    if game[e, STEP] % 10 == 0:
+        _balance(mat, omap, objs, game, flt, key, pos, e)
+    _observe(mat, omap, objs, game, flt, key, pos, e, noise, view, vector)
+    health = game[e, _HEALTH]
+    r = (health - game[e, GAME_LAST_HEALTH]) / 10
+    game[e, GAME_LAST_HEALTH] = health
+    new = False
+    for a in range(_N_ACH):
+        achievements[e, a] = game[e, ACH + a]
+        if game[e, ACH + a] > 0 and not game[e, UNLOCKED + a]:
+            game[e, UNLOCKED + a] = 1
+            new = True
+    if new:
+        r += 1.0
+    reward[e] = r
+    dead[e] = health <= 0
+
+
+@njit(cache=True)
+def step_rows(S, rows, actions, daylight, radius, noise, view, vector, reward, dead,
+              achievements):  # pragma: no cover - compiled
+    """``CrafterEnv.step`` of the games ``rows`` only (game ``rows[j]`` takes ``actions[j]``), each exactly as
+    if it were stepped alone: a game's step reads and writes its own row of the state and of the outputs,
+    and the other rows of the outputs are left as they are.
 
     ``daylight[t]`` is crafter's daylight at step t; ``radius`` the update radius; ``noise`` the doubles of
-    the night noise. Returns -1, or without stepping any game: the index of the first action out of range,
-    or `DAYLIGHT_TABLE_SHORT` when ``daylight`` does not reach the next step of every game.
+    the night noise. Returns -1, or without stepping any game: the position in ``rows`` of the first action
+    out of range, or `DAYLIGHT_TABLE_SHORT` when ``daylight`` does not reach the next step of every game.
     """
     mat, omap, objs, game, flt, key, pos = S
-    for e in range(actions.shape[0]):
-        if not 0 <= actions[e] < _ACT_KIND.shape[0]:
-            return e
-        if game[e, STEP] + 1 >= daylight.shape[0]:
+    for j in range(rows.shape[0]):
+        if not 0 <= actions[j] < _ACT_KIND.shape[0]:
+            return j
+        if game[rows[j], STEP] + 1 >= daylight.shape[0]:
             return DAYLIGHT_TABLE_SHORT
-    for e in range(game.shape[0]):
-        _compact(omap, objs, game, e)
-        game[e, STEP] += 1
-        flt[e, DAYLIGHT] = daylight[game[e, STEP]]
-        # crafter's update loop over its snapshot (records 0 .. n-1, see the module docstring); the distance
-        # is measured when an object's turn comes, after the objects before it have moved.
-        n = game[e, NOBJ]
-        for i in range(n):
-            kind = objs[e, i, KIND]
-            if abs(objs[e, i, X] - objs[e, 0, X]) + abs(objs[e, i, Y] - objs[e, 0, Y]) >= radius:
-                continue
-            if kind == PLAYER:
-                _update_player(mat, omap, objs, game, flt, key, pos, e, actions[e])
-            elif kind == COW:
-                _update_cow(mat, omap, objs, game, key, pos, e, i)
-            elif kind == ZOMBIE:
-                _update_zombie(mat, omap, objs, game, key, pos, e, i)
-            elif kind == SKELETON:
-                _update_skeleton(mat, omap, objs, game, key, pos, e, i)
-            elif kind == ARROW:
-                _update_arrow(mat, omap, objs, game, e, i)
-            elif kind == PLANT:
-                _update_plant(omap, objs, game, e, i)
-        if game[e, STEP] % 10 == 0:
-            _balance(mat, omap, objs, game, flt, key, pos, e)
-        _observe(mat, omap, objs, game, flt, key, pos, e, noise, view, vector)
-        health = game[e, _HEALTH]
-        r = (health - game[e, GAME_LAST_HEALTH]) / 10
-        game[e, GAME_LAST_HEALTH] = health
-        new = False
-        for a in range(_N_ACH):
-            achievements[e, a] = game[e, ACH + a]
-            if game[e, ACH + a] > 0 and not game[e, UNLOCKED + a]:
-                game[e, UNLOCKED + a] = 1
-                new = True
-        if new:
-            r += 1.0
-        reward[e] = r
-        dead[e] = health <= 0
+    for j in range(rows.shape[0]):
+        _step_game(mat, omap, objs, game, flt, key, pos, rows[j], actions[j], daylight, radius, noise, view,
+                   vector, reward, dead, achievements)
     return -1
+
+
+@njit(cache=True)
+def step(S, actions, daylight, radius, noise, view, vector, reward, dead, achievements):  # pragma: no cover
+    """``CrafterEnv.step`` for every game (`step_rows` of all rows); writes the observation, reward, death and
+    achievement counts. Returns as `step_rows`, with the index of the first action out of range."""
+    rows = np.arange(actions.shape[0])
+    return step_rows(S, rows, actions, daylight, radius, noise, view, vector, reward, dead, achievements)
 
 
 # ------------------------------------------------------------------ reset (crafter's Env.reset + worldgen)

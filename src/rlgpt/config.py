@@ -48,9 +48,10 @@ class EnvConfig:
     which is what a 2-core box runs short of)."""
     backend: str = "auto"
     """How rollout workers step their games: ``batch`` (each half of a worker's games is one batch stepped
-    by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling), ``gym`` (one Python env
-    per game with the per-env wrappers, `rlgpt.rl.sf_env`; what macros, the LLM's dense reward, observation
-    parts and pixel observations need), or ``auto``: ``batch`` wherever it applies, else ``gym``."""
+    by one call, `rlgpt.rl.sf_batch`, through Sample Factory's batched sampling; macros, the LLM's dense
+    reward and observation parts included), ``gym`` (one Python env per game with the per-env wrappers,
+    `rlgpt.rl.sf_env`; what pixel observations, saved start states and stored policies as options need), or
+    ``auto``: ``batch`` wherever it applies, else ``gym``."""
     start_pool: str | None = None
     """File of saved start states (`rlgpt.macro.prefix.save_pool`): each training episode starts from one of
     them, restored exactly, instead of a fresh world. The planner sets it for a chain's later subtasks (the

@@ -35,6 +35,7 @@ QUICK_ROWS = {
     ("kernel embed_conv (batch 1024)", "tables"),
     ("macro overhead", "macro_replay"),
     ("macro overhead", "macro_api"),
+    ("macro training (10,000 steps)", "rlgpt train + go_to_tree macro (batch backend)"),
     ("LLM tokens/s", "qwen2.5-coder-0.5b generation"),
 }
 
@@ -70,6 +71,8 @@ def test_quick_suite_prints_every_row_with_positive_numbers_and_the_machine():
         for key in ("value", "baseline value", "ratio"):
             assert _number(r[key]) > 0, (key, r)
         assert "cores" in r["machine"] and ("GPU" in r["machine"]), r
+        if r["row"].startswith("macro training"):
+            assert r["baseline"] == "rlgpt train (configs/main.yaml)"
         if r["row"].startswith("training"):
             assert r["baseline"] == "sync PPO (bench/sync_ppo.py)"
             cand_mib, base_mib = (_number(x.split()[0]) for x in r["peak RSS (cand. / base)"].split(" / "))

@@ -498,3 +498,47 @@ def test_bad_input_gives_the_reference_errors() -> None:
     reference.reset([0, 1])
     out, want = engine.step(np.array([3, 4])), reference.step(np.array([3, 4]))
     assert_same_obs(out, want, "after errors")
+
+
+def test_stepping_some_rows_equals_stepping_those_games_alone() -> None:
+    """`step_rows` (the macro runtime steps only the games still running a macro) against ReferenceBatch's,
+    which steps just those `CrafterEnv`s: each stepped row is its game's next step, hidden state included,
+    and every other row of the output and of the state stays as it was."""
+    n, steps = 4, 400
+    engine, reference = CompiledBatch(n), ReferenceBatch(n)
+    engine.reset([3, 4, 5, 6])
+    reference.reset([3, 4, 5, 6])
+    out, want = engine.step(np.zeros(n, int)), reference.step(np.zeros(n, int))
+    rng = np.random.default_rng(0)
+    stepped = np.zeros(n, int)
+    for t in range(steps):
+        rows = np.flatnonzero(rng.random(n) < 0.5)
+        actions = rng.integers(len(ACTION_NAMES), size=len(rows))
+        before_out = (out.view.copy(), out.reward.copy())
+        before_state = [engine.row_state(i) for i in range(n)]
+        engine.step_rows(rows, actions, out)
+        reference.step_rows(rows, actions, want)
+        stepped[rows] += 1
+        for i in range(n):
+            if i in rows:
+                want_state = crafter_row_state(reference.envs[i])
+                assert_same_state(engine.row_state(i), want_state, f"step {t} row {i}")
+                np.testing.assert_array_equal(out.view[i], want.view[i], err_msg=f"step {t} row {i}")
+                np.testing.assert_array_equal(out.vector[i], want.vector[i], err_msg=f"step {t} row {i}")
+                assert (out.reward[i], out.dead[i]) == (want.reward[i], want.dead[i]), (t, i)
+                np.testing.assert_array_equal(out.achievements[i], want.achievements[i])
+            else:
+                assert_same_state(engine.row_state(i), before_state[i], f"step {t}: row {i} was not stepped")
+                assert np.array_equal(out.view[i], before_out[0][i]) and out.reward[i] == before_out[1][i]
+        done = out.dead.copy()
+        if done.any():
+            engine.reset_done(done, out)
+            reference.reset_done(done, want)
+    assert stepped.min() > 150 and stepped.max() < steps - 150  # rows really were left out, and stepped
+    for rows in ([1, 1], [1, 0], [-1], [4]):
+        with pytest.raises(ValueError, match="increasing"):
+            engine.step_rows(np.array(rows), np.zeros(len(rows), int), out)
+    with pytest.raises(ValueError, match="one action per row"):
+        engine.step_rows(np.array([1]), np.array([0, 0]), out)
+    with pytest.raises(ValueError, match=r"action must be in \[0, 17\)"):
+        engine.step_rows(np.array([2]), np.array([17]), out)

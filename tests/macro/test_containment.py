@@ -10,10 +10,13 @@ import random
 import resource
 import signal
 
+import numpy as np
 import pytest
 from hostile_corpus import COMPILE_CORPUS, RUNTIME_CORPUS, STARVED_SECONDS, contained_as, m
 
 from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.envs.engine import CompiledBatch
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.budget import InvocationBudget
 from rlgpt.macro.compiler import MacroSource, compile_macro
@@ -27,6 +30,7 @@ from rlgpt.macro.runtime import (
     run_macro,
 )
 from rlgpt.macro.sandbox import Guard, MacroAbort, MacroLimits
+from rlgpt.rl.sf_batch import BatchTaskEnv
 
 CHILD_SECONDS = 60.0
 """Wall-clock limit per child; a contained program needs ~1 s at most (its limits' max_seconds)."""
@@ -34,8 +38,23 @@ MAX_GROWTH = 512 << 20
 """Most resident memory one corpus program may add (the largest legal values take ~50 MiB)."""
 
 
+def _batch_outcome(source: str, limits: MacroLimits | None) -> str:
+    """The outcome of one call of ``source`` on the batch backend (`BatchTaskEnv`: the compiled engine, two
+    games, the other one taking a primitive step), read from the macro's statistics."""
+    env = BatchTaskEnv(CompiledBatch(2), TaskSpec.from_name("collect_wood"), 0,
+                       macros=[MacroSource("m", source)], max_macro_steps=16, limits=limits)
+    env.reset(seed=0)
+    env.step(np.array([env.macros.n_primitive, 0]))
+    stats = env.macros.stats["m"]
+    assert stats.calls == 1
+    if stats.successes or stats.interrupted:
+        return "success" if stats.successes else "episode_end"
+    return next(kind for kind, n in stats.failures.items() if n)
+
+
 def _child(conn, env: CrafterEnv, source: str, limits: MacroLimits | None) -> None:
-    """Compile ``source`` and, when it compiles, run it with `run_macro` and `MacroActionWrapper.step`."""
+    """Compile ``source`` and, when it compiles, run it with `run_macro`, `MacroActionWrapper.step` and on
+    the batch backend."""
     # Backstop against a regression that allocates without bound: fail this child, not the machine.
     with open("/proc/self/statm") as f:
         mapped, resident = (int(n) * os.sysconf("SC_PAGE_SIZE") for n in f.read().split()[:2])
@@ -50,8 +69,9 @@ def _child(conn, env: CrafterEnv, source: str, limits: MacroLimits | None) -> No
     wrapper = MacroActionWrapper(env, [MacroSource("m", source)], max_macro_steps=16, limits=limits, seed=0)
     wrapper.reset(seed=0)
     _, _, _, _, info = wrapper.step(wrapper.n_primitive)
+    batched = _batch_outcome(source, limits)
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident
-    conn.send(("run", result.outcome, info["macro"]["outcome"], grown))
+    conn.send(("run", result.outcome, (info["macro"]["outcome"], batched), grown))
 
 
 def _in_child(env: CrafterEnv, source: str, limits: MacroLimits | None) -> tuple:
@@ -71,15 +91,18 @@ def _in_child(env: CrafterEnv, source: str, limits: MacroLimits | None) -> tuple
 
 @pytest.fixture(scope="module")
 def forking_env() -> CrafterEnv:
-    """A Crafter env built and reset once in the parent; every child inherits it warm through fork."""
+    """A Crafter env built and reset once in the parent; every child inherits it warm through fork (and the
+    compiled engine's kernels and noise tables, loaded here once)."""
     env = CrafterEnv(seed=0)
     env.reset(seed=0)
+    CompiledBatch(2).reset([0, 1])
     return env
 
 
 def test_every_corpus_program_in_its_own_child(forking_env: CrafterEnv) -> None:
-    """Each program in a fresh child: compile, then a real Crafter run through `run_macro` and through
-    `MacroActionWrapper.step`; the child exits normally, in time, with the expected outcome."""
+    """Each program in a fresh child: compile, then a real Crafter run through `run_macro`, through
+    `MacroActionWrapper.step` and through the batch backend's `BatchTaskEnv.step` (the compiled engine); the
+    child exits normally, in time, with the expected outcome on each."""
     mismatches = []
     for name, source, kind in COMPILE_CORPUS:
         phase, kinds, _, _ = _in_child(forking_env, source, None)
@@ -90,8 +113,8 @@ def test_every_corpus_program_in_its_own_child(forking_env: CrafterEnv) -> None:
             limits = dataclasses.replace(limits or MacroLimits(), max_seconds=STARVED_SECONDS)
         phase, outcome, wrapped, grown = _in_child(forking_env, source, limits)
         # Size limits hold before allocation: no program gets anywhere near the 2 GiB backstop.
-        if phase != "run" or not (contained_as(kind, outcome) and contained_as(kind, wrapped)) \
-                or grown > MAX_GROWTH:
+        contained = phase == "run" and all(contained_as(kind, o) for o in (outcome, *wrapped))
+        if not contained or grown > MAX_GROWTH:
             mismatches.append((name, phase, outcome, wrapped, grown >> 20))
     assert not mismatches
     assert len(COMPILE_CORPUS) + len(RUNTIME_CORPUS) >= 150  # the parent survived all of them

@@ -44,10 +44,9 @@ def test_bad_config_value(tmp_path):
 
 
 def test_batch_backend_with_what_runs_per_env(tmp_path):
-    macros = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "macros", "go_to_tree.yaml")
-    proc = run_cli("train", "--set", "env.backend=batch", "--set", f"macros.file={macros}",
+    proc = run_cli("train", "--set", "env.backend=batch", "--set", "env.obs_mode=pixels",
                    "--run-dir", str(tmp_path / "run"))
-    assert_one_line_error(proc, "env.backend=batch cannot run macros", "env.backend=auto")
+    assert_one_line_error(proc, "env.backend=batch cannot run pixel observations", "env.backend=auto")
     proc = run_cli("train", "--set", "env.num_envs_per_worker=48", "--run-dir", str(tmp_path / "run"))
     assert_one_line_error(proc, "24 games per split")
     assert not (tmp_path / "run").exists()

@@ -94,9 +94,11 @@ def test_first_observation_has_no_primitive_steps_and_reset_without_seed_starts_
         (("env.backend=gym",), NO_SETUP, "gym"),
         (("env.obs_mode=pixels",), NO_SETUP, "gym"),
         (("macros.file=" + str(Path(__file__).parents[2] / "configs/macros/go_to_tree.yaml"),),
-         NO_SETUP, "gym"),
-        ((), EnvSetup(reward_code="def reward(game, prev):\n    return 0.0"), "gym"),
-        ((), EnvSetup(observation=("view",)), "gym"),
+         NO_SETUP, "batch"),
+        ((), EnvSetup(reward_code="def reward(game, prev):\n    return 0.0"), "batch"),
+        ((), EnvSetup(observation=("view",)), "batch"),
+        (("env.start_pool=/nonexistent/pool.pkl",), NO_SETUP, "gym"),
+        (("options=[collect_wood]",), NO_SETUP, "gym"),
     ],
 )
 def test_auto_takes_the_batch_backend_wherever_it_applies(overrides, setup, backend):
@@ -109,8 +111,8 @@ def test_auto_takes_the_batch_backend_wherever_it_applies(overrides, setup, back
 def test_batch_backend_refuses_what_runs_per_env():
     with pytest.raises(ConfigError, match="env.backend=batch cannot run pixel observations"):
         sf_config("env.backend=batch", "env.obs_mode=pixels")
-    with pytest.raises(ConfigError, match="cannot run the LLM's dense reward"):
-        sf_config("env.backend=batch", setup=EnvSetup(reward_code="x"))
+    with pytest.raises(ConfigError, match="cannot run saved start states"):
+        sf_config("env.backend=batch", "env.start_pool=/nonexistent/pool.pkl")
     with pytest.raises(ConfigError, match="env.backend must be one of auto, batch, gym"):
         load_config(None, ["env.backend=envpool"])
 
@@ -177,3 +179,90 @@ def test_a_batch_run_gives_the_learner_a_core_of_its_own(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=120)
+
+
+MACROS = """
+- name: go_to_tree
+  code: |
+    def go_to_tree(game):
+        for attempt in range(64):
+            tree = game.nearest("tree")
+            if tree is not None and game.is_facing(tree):
+                return
+            if tree is None:
+                yield game.random_move()
+            else:
+                step = game.step_toward(tree)
+                yield step if step is not None else game.random_move()
+- name: wood
+  code: |
+    def wood(game):
+        ok = yield from game.collect("wood")
+- name: broken
+  code: |
+    def broken(game):
+        yield "move_left"
+        x = [1][game.steps + 5]
+        yield "noop"
+- name: idle
+  code: |
+    def idle(game):
+        if game.health > 100:
+            yield "noop"
+- name: wander
+  code: |
+    def wander(game):
+        while True:
+            yield game.random_move()
+"""
+# The dense reward draws from its own generator too (game.random()), so the generators are compared.
+REWARD = ('def reward(game, prev):\n'
+          '    return 0.2 * (game.inventory["wood"] - prev.inventory["wood"]) + 0.01 * game.random()\n')
+
+
+def test_rows_with_macros_reward_and_observation_parts_are_the_per_env_envs(tmp_path):
+    """Each game of a batch env with macros, a dense reward and observation parts is, decision for decision,
+    the per-env path's env with the same wrappers (same seeds and actions): observation, num_frames (k),
+    reward (the discounted sum over a macro's steps, shaped and capped), episode ends, and every rollout/*
+    and macro/* statistic at episode ends (the seconds of macro code aside)."""
+    macro_file = tmp_path / "macros.yaml"
+    macro_file.write_text(MACROS)
+    sf_cfg = sf_config("task=collect_wood", "env.episode_length=60", "seed=7", f"macros.file={macro_file}",
+                       "macros.max_steps=12", setup=EnvSetup(reward_code=REWARD, observation=("view",)))
+    assert sf_cfg.rlgpt_batch_games == 4 and sf_cfg.batched_sampling
+    env = make_env_func_batched(sf_cfg, AttrDict(worker_index=0, vector_index=1, env_id=1))
+    n_actions = len(ACTION_NAMES) + 5
+    assert env.action_space.n == n_actions
+    env.seed(1)
+    obs, _ = env.reset()
+    singles = [make_crafter_env(sf_cfg.env, sf_cfg) for _ in range(4)]
+    expected = [single.reset(seed=4 + j)[0] for j, single in enumerate(singles)]
+    rng = np.random.default_rng(0)
+    seen = {"ends": 0, "macro calls": 0, "k > 1": 0, "outcomes": set()}
+    for t in range(150):
+        for j, o in enumerate(expected):
+            for key in ("view", "vector", NUM_FRAMES_KEY):
+                assert np.array_equal(obs[key][j].numpy(), o[key]), (t, j, key)
+        # Macros half of the time, so that rows run macro calls of different lengths side by side.
+        macro = rng.random(4) < 0.5
+        actions = np.where(macro, rng.integers(len(ACTION_NAMES), n_actions, size=4),
+                           rng.integers(len(ACTION_NAMES), size=4))
+        obs, reward, terminated, truncated, infos = env.step(torch.as_tensor(actions, dtype=torch.int32))
+        for j, single in enumerate(singles):
+            o, r, term, trunc, info = single.step(int(actions[j]))
+            got = (reward[j].item(), bool(terminated[j]), bool(truncated[j]))
+            assert got == (np.float32(r), term, trunc), (t, j, info.get("macro"))
+            if "macro" in info:
+                seen["macro calls"] += 1
+                seen["k > 1"] += info["macro_steps"] > 1
+                seen["outcomes"].add(info["macro"]["outcome"])
+            if term or trunc:
+                stats = {k: v for k, v in info["episode_extra_stats"].items()
+                         if not k.endswith("code_seconds")}  # timings
+                assert {k: infos[k][j].item() for k in stats} == pytest.approx(stats), (t, j)
+                seen["ends"] += 1
+                o, _ = single.reset()
+            expected[j] = o
+    assert not obs["vector"].any()  # the setup keeps the view only
+    assert seen["ends"] >= 10 and seen["macro calls"] >= 200 and seen["k > 1"] >= 100, seen
+    assert seen["outcomes"] >= {"success", "exception", "max_steps", "episode_end"}, seen

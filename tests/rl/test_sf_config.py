@@ -41,7 +41,7 @@ def test_the_job_setup_reaches_the_env_flags():
     code = "def reward(game, prev):\n    return 0.0"
     sf_cfg = build(setup=EnvSetup(reward_code=code, observation=("view", "vector")))
     assert sf_cfg.rlgpt_reward == code and sf_cfg.rlgpt_observation == "view,vector"
-    assert sf_cfg.rlgpt_batch_games == 0  # the dense reward runs per env: auto picks the gym backend
+    assert sf_cfg.rlgpt_batch_games == 4  # the batch backend runs the dense reward and observation parts
 
 
 def test_extra_flags_cannot_bypass_the_config():

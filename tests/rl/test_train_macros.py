@@ -1,5 +1,7 @@
 """Compiled macros inside Sample Factory's worker processes: the action space grows, stats reach the logs."""
 
+import json
+
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -11,14 +13,19 @@ from rlgpt.rl.train import train
 from rlgpt.tracking import read_metrics
 
 
-def test_macro_run_in_sf_workers(tmp_path):
+@pytest.mark.parametrize("backend", ["auto", "gym"])
+def test_macro_run_in_sf_workers(tmp_path, backend):
+    """The same training on either env backend (auto: the batch one, macros run on the compiled engine)."""
     macro_file = builtin_config_path("macros/go_to_tree.yaml")
     cfg = load_config(
         builtin_config_path("smoke.yaml"),
-        [f"run_dir={tmp_path / 'run'}", "steps=4000", f"macros.file={macro_file}", "eval_episodes=0"],
+        [f"run_dir={tmp_path / 'run'}", "steps=4000", f"macros.file={macro_file}", "eval_episodes=0",
+         f"env.backend={backend}"],
     )
     result = train(cfg)
     assert result.status == 0
+    sf_cfg = json.loads((result.run_dir / "config.json").read_text())
+    assert sf_cfg["batched_sampling"] == (backend == "auto") and sf_cfg["rlgpt_macros"]
 
     events = EventAccumulator(str(result.run_dir / ".summary" / "0"))
     events.Reload()

@@ -18,11 +18,15 @@ import time
 from pathlib import Path
 
 import gymnasium
+import numpy as np
 import pytest
 
 from rlgpt.config import ConfigError, load_config
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.envs.engine import CompiledBatch
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.sf_env import SFEnvFactory
 from rlgpt.rl.workers import (
     MacroMarker,
@@ -101,6 +105,39 @@ def test_marker_is_set_exactly_while_a_macro_steps_the_env(tmp_path):
     assert read_marker(path) == ""
     env.step(ACTION_NAMES.index("noop"))
     assert probe.seen[-1] == ""
+
+
+class MarkerProbeBatch(CompiledBatch):
+    """A compiled batch that records what the marker says at every step of some of its games."""
+
+    def __init__(self, num_envs: int, path: Path) -> None:
+        super().__init__(num_envs)
+        self.path = path
+        self.seen: list[str | None] = []
+
+    def step_rows(self, rows, actions, out) -> None:
+        self.seen.append(read_marker(self.path))
+        super().step_rows(rows, actions, out)
+
+
+def test_marker_is_set_exactly_while_macros_step_a_batch(tmp_path):
+    """On the batch backend several games run macro calls side by side: the marker says a macro runs from the
+    first call's start to the last one's end (naming the macro whose code ran last), idle otherwise."""
+    path = tmp_path / "marker"
+    batch = MarkerProbeBatch(2, path)
+    other = WALK.replace("walk", "stroll").replace("range(3)", "range(5)")
+    env = BatchTaskEnv(batch, TaskSpec.from_name("collect_wood"), 0, macros=[WALK, other],
+                       marker=MacroMarker(path))
+    env.reset(seed=0)
+    noop, walk, stroll = ACTION_NAMES.index("noop"), len(ACTION_NAMES), len(ACTION_NAMES) + 1
+    env.step(np.array([noop, noop]))
+    assert batch.seen == [""]
+    obs, *_ = env.step(np.array([walk, stroll]))
+    assert obs["num_frames"][:, 0].tolist() == [3, 5]
+    assert batch.seen == ["", "stroll", "stroll", "stroll", "stroll", "stroll"]
+    assert read_marker(path) == ""
+    env.step(np.array([walk, noop]))
+    assert batch.seen[-3:] == ["walk"] * 3 and read_marker(path) == ""
 
 
 MEMORY_CHILD = """

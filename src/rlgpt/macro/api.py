@@ -22,24 +22,33 @@ A macro is a generator function taking this object::
 from __future__ import annotations
 
 import random
-from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import crafter
+import numpy as np
 from crafter import constants
 
 from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS, MOVES  # a macro yields an action per step
 from rlgpt.macro import control
 from rlgpt.macro.diagnostics import describe_value
+from rlgpt.macro.queries import find_tiles, first_step
+from rlgpt.macro.views import OBJECT_KINDS, GameView, as_view
 
-OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow", "plant", "fence")
-"""Kinds of creatures/objects that can stand on a tile."""
 WALKABLE: frozenset[str] = frozenset(constants.walkable)
 """Materials the player can walk on (when no object stands there)."""
 
 _MOVE_ACTIONS: tuple[str, ...] = tuple(MOVES.values())
+_NAMES: tuple[str | None, ...] = (None, *MATERIALS)
+"""Material name of each id of the view arrays (0: outside the world)."""
+_CODES = {name: i + 1 for names in (MATERIALS, OBJECT_KINDS) for i, name in enumerate(names)}
+"""Id of each material and object kind in the view arrays (`rlgpt.macro.queries`)."""
+_WALKABLE_NAMES: tuple[bool, ...] = tuple(name in WALKABLE for name in _NAMES)
+"""Whether each material id of the view arrays is walkable."""
+_WALKABLE_IDS = np.array(_WALKABLE_NAMES, np.bool_)
+_EVERY_TILE = 1 << 30
+"""`find_tiles`'s limit when every match is wanted."""
 
 
 def _pos(value: Any, what: str = "position") -> tuple[int, int]:
@@ -61,13 +70,16 @@ class GameAPI:
     """Read-only view of the game for macro code (see the module docstring for the conventions)."""
 
     __slots__ = (
-        "_game",
+        "_view",
         "_rng",
         "_cache_key",
-        "_tiles",
-        "_objects",
+        "_mat",
+        "_obj",
+        "_found",
+        "_lists",
         "_origin",
         "_size",
+        "_work",
         "steps",
         "last_reward",
     )
@@ -79,15 +91,20 @@ class GameAPI:
     object_kinds: tuple[str, ...] = OBJECT_KINDS
     """Names of object kinds."""
 
-    def __init__(self, game: crafter.Env, rng: random.Random) -> None:
-        self._game = game
+    def __init__(self, game: crafter.Env | GameView, rng: random.Random) -> None:
+        """``game``: a `crafter.Env` (as `CrafterEnv` plays it) or a `rlgpt.macro.views.GameView` (a row of
+        the compiled engine): the API answers the same for both."""
+        self._view = as_view(game)
         self._rng = rng
-        self._cache_key: tuple[Any, int] | None = None
-        self._tiles: list[list[int]] = []
-        self._objects: dict[tuple[int, int], str] = {}
+        self._cache_key: Any = None
+        self._size = self._view.view_size
+        self._mat = np.zeros(self._size, np.uint8)
+        self._obj = np.zeros(self._size, np.uint8)
+        self._found = np.zeros((self._size[0] * self._size[1], 2), np.int64)
+        self._lists: tuple[list[list[int]], list[list[int]]] | None = None
         self._origin = (0, 0)
-        grid = game._local_view._grid
-        self._size = (int(grid[0]), int(grid[1]))
+        # Element work (tiles looked at) of the searches: the sandbox charges macro code for it.
+        self._work = 0
         self.steps = 0
         self.last_reward = 0.0
 
@@ -103,36 +120,23 @@ class GameAPI:
     # ------------------------------------------------------------------ internals (not visible to macros)
 
     def _refresh(self) -> None:
-        game = self._game
-        # crafter's step counter restarts at 0 every episode (and a seeded reset repeats its episode number),
-        # so the step alone would serve the previous episode's view; each reset creates a new player object.
-        # Holding the player keeps it alive, so a new episode's player can never be mistaken for it.
-        key = (game._player, game._step)
-        if self._cache_key is not None and self._cache_key[0] is key[0] and self._cache_key[1] == key[1]:
+        key = self._view.version()
+        if key == self._cache_key:
             return
-        world = game._world
-        px, py = (int(v) for v in game._player.pos)
+        px, py = self._view.pos()
         w, h = self._size
         x0, y0 = px - w // 2, py - h // 2
-        area_w, area_h = world.area
-        names = world._mat_names
-        tiles = [[None] * h for _ in range(w)]
-        xa, xb, ya, yb = max(x0, 0), min(x0 + w, area_w), max(y0, 0), min(y0 + h, area_h)
-        if xa < xb and ya < yb:
-            block = world._mat_map[xa:xb, ya:yb].tolist()
-            for i, column in enumerate(block):
-                tiles[xa - x0 + i][ya - y0 : yb - y0] = [names[m] for m in column]
-            objs: dict[tuple[int, int], str] = {}
-            window = world._obj_map[xa:xb, ya:yb]
-            for ix, iy in zip(*window.nonzero(), strict=True):
-                obj = world._objects[window[ix, iy]]
-                objs[(xa + int(ix), ya + int(iy))] = type(obj).__name__.lower()
-            self._objects = objs
-        else:
-            self._objects = {}
-        self._tiles = tiles
+        self._view.window(x0, y0, self._mat, self._obj)
+        self._lists = None
         self._origin = (x0, y0)
         self._cache_key = key
+
+    def _grids(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The view arrays as nested lists, made on first use after a refresh: the searches read the arrays,
+        per-tile lookups from Python (the control primitives make hundreds a step) are faster on lists."""
+        if self._lists is None:
+            self._lists = (self._mat.tolist(), self._obj.tolist())
+        return self._lists
 
     def _visible(self, x: int, y: int) -> bool:
         ox, oy = self._origin
@@ -141,24 +145,32 @@ class GameAPI:
     def _material(self, x: int, y: int) -> str | None:
         if not self._visible(x, y):
             return None
-        return self._tiles[x - self._origin[0]][y - self._origin[1]]
+        return _NAMES[self._grids()[0][x - self._origin[0]][y - self._origin[1]]]
+
+    def _object(self, x: int, y: int) -> str | None:
+        if not self._visible(x, y):
+            return None
+        kind = self._grids()[1][x - self._origin[0]][y - self._origin[1]]
+        return OBJECT_KINDS[kind - 1] if kind else None
 
     def _free(self, x: int, y: int) -> bool:
-        return self._material(x, y) in WALKABLE and (x, y) not in self._objects
+        if not self._visible(x, y):
+            return False
+        mat, obj = self._grids()
+        i, j = x - self._origin[0], y - self._origin[1]
+        return _WALKABLE_NAMES[mat[i][j]] and not obj[i][j]
 
     # ------------------------------------------------------------------ player state
 
     @property
     def pos(self) -> tuple[int, int]:
         """Player position (x, y)."""
-        p = self._game._player.pos
-        return int(p[0]), int(p[1])
+        return self._view.pos()
 
     @property
     def facing(self) -> tuple[int, int]:
         """Direction the player faces, one of (-1,0) (0,1) (1,0) (0,-1)."""
-        f = self._game._player.facing
-        return int(f[0]), int(f[1])
+        return self._view.facing()
 
     @property
     def target(self) -> tuple[int, int]:
@@ -179,18 +191,18 @@ class GameAPI:
     @property
     def inventory(self) -> Mapping[str, int]:
         """Read-only copy of the inventory (item name -> count), incl. health/food/drink/energy."""
-        return MappingProxyType({k: int(v) for k, v in self._game._player.inventory.items()})
+        return MappingProxyType(self._view.inventory())
 
     @property
     def achievements(self) -> Mapping[str, int]:
         """Read-only copy of achievement counts."""
-        return MappingProxyType({k: int(v) for k, v in self._game._player.achievements.items()})
+        return MappingProxyType(self._view.achievements())
 
     def item(self, name: str) -> int:
         """Count of one inventory item (0 for unknown names)."""
         if type(name) is not str:
             raise TypeError(f"item name must be a str, got {type(name).__name__}")
-        return int(self._game._player.inventory.get(name, 0))
+        return self._view.item(name)
 
     @property
     def health(self) -> int:
@@ -215,12 +227,12 @@ class GameAPI:
     @property
     def sleeping(self) -> bool:
         """Whether the player sleeps."""
-        return bool(self._game._player.sleeping)
+        return self._view.sleeping()
 
     @property
     def daylight(self) -> float:
         """Daylight in [0, 1]."""
-        return float(self._game._world.daylight)
+        return self._view.daylight()
 
     # ------------------------------------------------------------------ local view queries
 
@@ -234,9 +246,12 @@ class GameAPI:
     def view(self) -> tuple[tuple[str | None, ...], ...]:
         """Visible tiles as rows (top to bottom) of names: object kind if any, else material."""
         self._refresh()
-        (x0, y0), (w, h) = self._origin, self._size
+        w, h = self._size
+        self._work += w * h
+        mat, obj = self._grids()
         return tuple(
-            tuple(self._objects.get((x0 + i, y0 + j), self._tiles[i][j]) for i in range(w)) for j in range(h)
+            tuple(OBJECT_KINDS[obj[i][j] - 1] if obj[i][j] else _NAMES[mat[i][j]] for i in range(w))
+            for j in range(h)
         )
 
     def is_visible(self, pos: tuple[int, int]) -> bool:
@@ -252,8 +267,7 @@ class GameAPI:
     def object_at(self, pos: tuple[int, int]) -> str | None:
         """Kind of the object on a visible tile, or None."""
         self._refresh()
-        x, y = _pos(pos)
-        return self._objects.get((x, y)) if self._visible(x, y) else None
+        return self._object(*_pos(pos))
 
     def is_walkable(self, pos: tuple[int, int]) -> bool:
         """Whether the player could step onto a visible tile now."""
@@ -268,23 +282,23 @@ class GameAPI:
         """
         return self._find(kind, include_own_tile=False)
 
-    def _find(self, kind: str, include_own_tile: bool) -> tuple[tuple[int, int], ...]:
+    def _find(
+        self, kind: str, include_own_tile: bool, limit: int = _EVERY_TILE
+    ) -> tuple[tuple[int, int], ...]:
         self._refresh()
         kind = _kind(kind)
-        (x0, y0), (w, h) = self._origin, self._size
-        px, py = self.pos
-        if kind in OBJECT_KINDS:
-            found = [p for p, k in self._objects.items() if k == kind]
-        else:
-            found = [(x0 + i, y0 + j) for i in range(w) for j in range(h) if self._tiles[i][j] == kind]
-            if not include_own_tile:
-                found = [p for p in found if p != (px, py)]
-        found.sort(key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p[1], p[0]))
-        return tuple(found)
+        (x0, y0), (px, py) = self._origin, self.pos
+        is_object = kind in OBJECT_KINDS
+        grid = self._obj if is_object else self._mat
+        # Only a material of the player's own tile is left out: the player object stands there.
+        skip_own = not include_own_tile and not is_object
+        n, work = find_tiles(grid, _CODES[kind], px - x0, py - y0, skip_own, limit, self._found)
+        self._work += work
+        return tuple([(x0 + i, y0 + j) for i, j in self._found[:n].tolist()])
 
     def nearest(self, kind: str) -> tuple[int, int] | None:
         """Nearest visible tile holding ``kind`` (material or object), or None if none is visible."""
-        found = self.find(kind)
+        found = self._find(kind, include_own_tile=False, limit=1)
         return found[0] if found else None
 
     def distance(self, pos: tuple[int, int]) -> int:
@@ -325,26 +339,15 @@ class GameAPI:
         """
         self._refresh()
         goal = _pos(pos)
-        start = self.pos
         if self.distance(goal) == 1:
             return self.face(goal)
-        gx, gy = goal
-        goals = {(gx + dx, gy + dy) for dx, dy in MOVES if self._free(gx + dx, gy + dy)}
-        if not goals:
-            return None
-        first: dict[tuple[int, int], str] = {start: ""}
-        queue = deque([start])
-        while queue:
-            x, y = queue.popleft()
-            for (dx, dy), action in MOVES.items():
-                nxt = (x + dx, y + dy)
-                if nxt in first or not self._free(*nxt):
-                    continue
-                first[nxt] = first[(x, y)] or action
-                if nxt in goals:
-                    return first[nxt]
-                queue.append(nxt)
-        return None
+        (x0, y0), (px, py), (w, h) = self._origin, self.pos, self._size
+        gi, gj = goal[0] - x0, goal[1] - y0
+        if not (-1 <= gi <= w and -1 <= gj <= h):
+            return None  # no tile next to it is in view (and the search takes machine ints)
+        move, work = first_step(self._mat, self._obj, _WALKABLE_IDS, px - x0, py - y0, gi, gj)
+        self._work += work
+        return _MOVE_ACTIONS[move] if move >= 0 else None
 
     def random_move(self) -> str:
         """A uniformly random move action (for exploring when nothing useful is visible)."""

@@ -147,13 +147,61 @@ class RewardFunction:
         return number, None
 
 
+class DenseReward:
+    """The dense reward's rules, for the per-env wrapper (`DenseRewardWrapper`) and the batch backend
+    (`rlgpt.rl.sf_batch`, one episode total per game) alike: ``scale * reward(game, prev)`` after every
+    primitive step, with the episode's total kept within ``+-episode_cap`` (a step adds what keeps the
+    running total inside it, so shaping that pays again and again, +0.5 per stone mined, cannot out-earn the
+    task's success reward), the code's time against the steps' (`TimeBudget`: past its share it pays 0),
+    and every failure a diagnostic and 0 for that step (kept in ``diagnostics`` for the critic)."""
+
+    def __init__(self, reward: CompiledFunction | str, scale: float = 1.0, limits: MacroLimits | None = None,
+                 keep_diagnostics: int = 32, max_time_share: float = DEFAULT_MAX_SHARE,
+                 budget_grace_seconds: float = DEFAULT_GRACE_SECONDS,
+                 episode_cap: float | None = DEFAULT_EPISODE_CAP) -> None:
+        if episode_cap is not None and not episode_cap > 0:
+            raise ValueError(f"episode_cap must be > 0 or None (no cap), got {episode_cap!r}")
+        compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
+        self.reward_fn = RewardFunction(compiled)
+        self.scale = scale
+        self.episode_cap = episode_cap
+        self.errors = 0
+        """Failed reward calls over the object's lifetime."""
+        self.calls = 0
+        """Reward calls over the object's lifetime."""
+        self.diagnostics: deque[Diagnostic] = deque(maxlen=keep_diagnostics)
+        """Most recent failures."""
+        self.budget = TimeBudget("the dense reward", max_time_share, budget_grace_seconds)
+        """The reward code's time against the game's steps; past its share the reward is switched off (0)."""
+
+    def step(self, game: GameAPI, prev: GameSnapshot, episode_total: float,
+             step_seconds: float) -> tuple[float, float, Diagnostic | None]:
+        """What the step ``prev -> game`` adds, given what the episode's steps added so far and the seconds
+        the game took for the step; returns ``(added, the new episode total, diagnostic or None)``."""
+        if self.budget.disabled is None:
+            start = time.perf_counter()
+            value, diagnostic = self.reward_fn(game, prev)
+            code = time.perf_counter() - start
+            diagnostic = self.budget.charge(code, code + step_seconds) or diagnostic
+        else:
+            value, diagnostic = 0.0, None  # switched off: its diagnostic was recorded when it happened
+        self.calls += 1
+        added = self.scale * value
+        if self.episode_cap is not None:
+            total = min(max(episode_total + added, -self.episode_cap), self.episode_cap)
+            added = total - episode_total
+        else:
+            total = episode_total + added
+        if diagnostic is not None:
+            self.errors += 1
+            self.diagnostics.append(diagnostic)
+        return added, total, diagnostic
+
+
 class DenseRewardWrapper(gymnasium.Wrapper):
-    """Adds ``scale * reward(game, prev)`` to every primitive step's reward (below any macro wrapper, so
-    steps inside a macro are shaped too), with the episode's total kept within ``+-episode_cap``: a step
-    adds what keeps the running total inside it (so shaping that pays again and again, +0.5 per stone
-    mined, cannot out-earn the task's success reward). ``info["dense_reward"]`` holds what the step added;
-    a failing step adds ``info["dense_reward_diagnostic"]`` (a dict) and is kept in ``diagnostics`` for the
-    critic."""
+    """Adds the dense reward (`DenseReward`) to every primitive step's reward (below any macro wrapper, so
+    steps inside a macro are shaped too). ``info["dense_reward"]`` holds what the step added; a failing step
+    adds ``info["dense_reward_diagnostic"]`` (a dict)."""
 
     def __init__(self, env: gymnasium.Env, reward: CompiledFunction | str, scale: float = 1.0,
                  limits: MacroLimits | None = None, seed: int | None = None,
@@ -161,24 +209,32 @@ class DenseRewardWrapper(gymnasium.Wrapper):
                  budget_grace_seconds: float = DEFAULT_GRACE_SECONDS,
                  episode_cap: float | None = DEFAULT_EPISODE_CAP) -> None:
         super().__init__(env)
-        if episode_cap is not None and not episode_cap > 0:
-            raise ValueError(f"episode_cap must be > 0 or None (no cap), got {episode_cap!r}")
-        compiled = compile_reward(reward, limits) if isinstance(reward, str) else reward
-        self.reward_fn = RewardFunction(compiled)
-        self.scale = scale
-        self.episode_cap = episode_cap
+        self.shaping = DenseReward(reward, scale, limits, keep_diagnostics, max_time_share,
+                                   budget_grace_seconds, episode_cap)
         self.episode_total = 0.0
         """What the dense reward has added over the current episode (within ``+-episode_cap``)."""
         self.game = GameAPI(find_crafter(env), random.Random(seed))
-        self.errors = 0
-        """Failed reward calls over the wrapper's lifetime."""
-        self.calls = 0
-        """Reward calls over the wrapper's lifetime."""
-        self.diagnostics: deque[Diagnostic] = deque(maxlen=keep_diagnostics)
-        """Most recent failures."""
-        self.budget = TimeBudget("the dense reward", max_time_share, budget_grace_seconds)
-        """The reward code's time against the game's steps; past its share the reward is switched off (0)."""
         self._prev: GameSnapshot | None = None
+
+    @property
+    def errors(self) -> int:
+        """Failed reward calls over the wrapper's lifetime."""
+        return self.shaping.errors
+
+    @property
+    def calls(self) -> int:
+        """Reward calls over the wrapper's lifetime."""
+        return self.shaping.calls
+
+    @property
+    def diagnostics(self) -> deque[Diagnostic]:
+        """Most recent failures."""
+        return self.shaping.diagnostics
+
+    @property
+    def budget(self) -> TimeBudget:
+        """The reward code's time budget."""
+        return self.shaping.budget
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the env and snapshot the first state."""
@@ -194,23 +250,12 @@ class DenseRewardWrapper(gymnasium.Wrapper):
             raise RuntimeError("DenseRewardWrapper.step called before reset()")
         start = time.perf_counter()
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.budget.disabled is None:
-            middle = time.perf_counter()
-            value, diagnostic = self.reward_fn(self.game, self._prev)
-            self._prev = GameSnapshot.of(self.game)
-            end = time.perf_counter()
-            diagnostic = self.budget.charge(end - middle, end - start) or diagnostic
-        else:
-            value, diagnostic = 0.0, None  # switched off: its diagnostic was recorded when it happened
-        self.calls += 1
-        added = self.scale * value
-        if self.episode_cap is not None:
-            total = min(max(self.episode_total + added, -self.episode_cap), self.episode_cap)
-            added, self.episode_total = total - self.episode_total, total
+        game_seconds = time.perf_counter() - start
+        added, self.episode_total, diagnostic = self.shaping.step(self.game, self._prev, self.episode_total,
+                                                                 game_seconds)
+        self._prev = GameSnapshot.of(self.game)
         info = dict(info)
         info["dense_reward"] = added
         if diagnostic is not None:
-            self.errors += 1
-            self.diagnostics.append(diagnostic)
             info["dense_reward_diagnostic"] = diagnostic.to_dict()
         return obs, float(reward) + added, terminated, truncated, info

@@ -196,47 +196,100 @@ class _Session:
                 pass
 
 
+class MacroCall:
+    """One invocation of a macro as an option, one primitive step at a time: the rules `run_macro` plays
+    on one env and `rlgpt.macro.batch.BatchMacros` on many games side by side.
+
+    Ask `next_action` for the next primitive action; after stepping the game with it, `record` its reward
+    and whether the episode ended. ``None`` from `next_action` means the call is over: ``steps``,
+    ``reward`` (the discounted sum), ``outcome`` and ``failure`` are then its result. A call always takes at
+    least one step (a macro that acts not at all costs one ``noop``, or the episode would stall). A macro
+    switched off by its time budget (``disabled``: that diagnostic) takes that one ``noop`` and fails with
+    it, without running.
+    """
+
+    __slots__ = ("session", "game", "gamma", "max_steps", "reward", "discount", "steps", "outcome",
+                 "failure", "_closing", "_over")
+
+    def __init__(self, macro: CompiledMacro, game: GameAPI, gamma: float, max_steps: int,
+                 disabled: Diagnostic | None = None) -> None:
+        self.game, self.gamma, self.max_steps = game, gamma, max_steps
+        self.reward, self.discount, self.steps = 0.0, 1.0, 0
+        self.outcome = ""
+        """``success`` (returned), ``episode_end`` (the episode ended first) or a failure kind; set once the
+        call is over."""
+        self.failure: Diagnostic | None = disabled
+        """Why the macro failed, None unless ``outcome`` is a failure kind."""
+        self._closing = disabled is not None  # the one noop step is the call's last
+        self._over = False
+        self.session = None if disabled is not None else _Session(macro, game)
+        game.steps = 0
+        game.last_reward = 0.0
+
+    def next_action(self) -> int | None:
+        """The next primitive action index, or None once the call is over. Never raises."""
+        if self._over:
+            return None
+        if self._closing:
+            return _NOOP
+        session = self.session
+        if self.steps >= self.max_steps:
+            session.stop("max_steps", f"did not finish within {self.max_steps} primitive steps")
+            return self._end()
+        action = session.next_action()
+        if action is None:
+            if self.steps == 0:
+                self._closing = True
+                return _NOOP
+            return self._end()
+        return action
+
+    def record(self, reward: float, episode_ended: bool) -> None:
+        """The game took the step `next_action` gave: its reward, and whether the episode ended there."""
+        self.steps += 1
+        self.reward += self.discount * float(reward)
+        self.discount *= self.gamma
+        if self._closing:
+            self._end()
+            return
+        self.game.steps = self.steps
+        self.game.last_reward = float(reward)
+        if episode_ended:
+            self.session.stop(None)
+            self._end("episode_end" if self.session.failure is None else "")
+
+    def _end(self, outcome: str = "") -> None:
+        self._over = True
+        if self.session is None:
+            self.outcome = "disabled"
+            return
+        self.failure = self.session.failure
+        self.outcome = outcome or (self.failure.kind if self.failure is not None else "success")
+
+    @property
+    def over(self) -> bool:
+        """Whether the call has ended (`next_action` answers None)."""
+        return self._over
+
+
 def run_macro(
     env: gymnasium.Env,
     macro: CompiledMacro,
     game: GameAPI,
     gamma: float,
     max_steps: int,
+    disabled: Diagnostic | None = None,
 ) -> MacroResult:
-    """Execute ``macro`` as an option on ``env`` (already reset) and return its SMDP transition."""
-    session = _Session(macro, game)
-    game.steps = 0
-    game.last_reward = 0.0
-    reward, discount, steps = 0.0, 1.0, 0
+    """Execute ``macro`` as an option on ``env`` (already reset) and return its SMDP transition (`MacroCall`'s
+    rules; ``disabled``: the macro is switched off, the call is one ``noop`` failing with that diagnostic)."""
+    call = MacroCall(macro, game, gamma, max_steps, disabled)
     obs: Any = None
     info: dict[str, Any] = {}
     terminated = truncated = False
-    outcome = ""
-    while True:
-        if steps >= max_steps:
-            session.stop("max_steps", f"did not finish within {max_steps} primitive steps")
-            break
-        action = session.next_action()
-        if action is None:
-            break
+    while (action := call.next_action()) is not None:
         obs, r, terminated, truncated, info = env.step(action)
-        steps += 1
-        reward += discount * float(r)
-        discount *= gamma
-        game.steps = steps
-        game.last_reward = float(r)
-        if terminated or truncated:
-            session.stop(None)
-            outcome = "episode_end" if session.failure is None else ""
-            break
-    if steps == 0:
-        # Every policy step must advance time, or a macro that acts not at all would stall the episode.
-        obs, r, terminated, truncated, info = env.step(_NOOP)
-        steps, reward = 1, float(r)
-    failure = session.failure
-    if not outcome:
-        outcome = failure.kind if failure is not None else "success"
-    return MacroResult(obs, reward, terminated, truncated, info, steps, outcome, failure)
+        call.record(r, terminated or truncated)
+    return MacroResult(obs, call.reward, terminated, truncated, info, call.steps, call.outcome, call.failure)
 
 
 @dataclass
@@ -365,9 +418,7 @@ class MacroActionWrapper(gymnasium.Wrapper):
             budget = self.budgets[macro.name]
             if budget.disabled is not None:
                 # Switched off for using too much of the step time: the action costs one noop.
-                obs, reward, terminated, truncated, step_info = self.env.step(_NOOP)
-                result = MacroResult(obs, float(reward), terminated, truncated, step_info, 1, "disabled",
-                                     budget.disabled)
+                result = run_macro(self.env, macro, self.game, self.gamma, 1, disabled=budget.disabled)
             else:
                 clock = self._clock
                 game_seconds, start = clock.seconds, time.perf_counter()

@@ -27,6 +27,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from rlgpt.macro.api import GameAPI
 from rlgpt.macro.budget import InvocationBudget, MacroAbort, MacroLimits
 from rlgpt.macro.cost import (
     ATOMS,
@@ -130,10 +131,16 @@ class Guard(InvocationBudget):
             else:
                 factor = 1
             kwargs["key"] = lambda item: self._sort_key(key, item, factor)
+        # The game API's searches cost what they look at (up to every tile in view, each with its
+        # neighbours): charged after the call by the work it reports, so a loop of searches pays per tile.
+        game = func.__self__ if kind is types.MethodType and type(func.__self__) is GameAPI else None
+        work = game._work if game is not None else 0
         try:
             result = func(*args, **kwargs)
         except MemoryError:
             self.fail("memory", "ran out of memory")
+        if game is not None:
+            self.spend(game._work - work)
         if receiver is not None:
             # Growing methods (append, extend, update, ...) mutate their receiver in place.
             self.post(receiver)

@@ -49,17 +49,14 @@ def encoder_precision(setting: str) -> str:
 
 def env_backend(cfg: TrainConfig, setup: EnvSetup = NO_SETUP) -> str:
     """The env backend a run uses, ``batch`` or ``gym`` (`rlgpt.config.EnvConfig.backend`): ``auto`` takes
-    ``batch`` unless the run needs what only the per-env wrappers do; ``batch`` for such a run is a
-    ConfigError naming why."""
+    ``batch`` unless the run needs what only the per-env wrappers do (macros, the dense reward and
+    observation parts run on both); ``batch`` for such a run is a ConfigError naming why."""
     if cfg.env.backend == "gym":
         return "gym"
     needs_gym = [
         why
         for needed, why in (
             (cfg.env.obs_mode != "symbolic", "pixel observations"),
-            (bool(cfg.macros.file), "macros"),
-            (bool(setup.reward_code), "the LLM's dense reward"),
-            (bool(setup.observation), "observation parts"),
             (bool(cfg.env.start_pool), "saved start states"),
             (bool(cfg.options), "stored policies as options"),
         )

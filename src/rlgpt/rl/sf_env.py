@@ -18,12 +18,15 @@ from sample_factory.envs.env_utils import register_env
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import TaskSpec, make_task_env
+from rlgpt.macro.files import sources_from_json
 from rlgpt.macro.prefix import PrefixStart, load_pool
+from rlgpt.macro.reward import DEFAULT_EPISODE_CAP
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.sf_config import env_name_for_task, task_from_env_name
 from rlgpt.rl.stored_policy import option_policies
 from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
-from rlgpt.rl.wrappers import wrap_task_env
+from rlgpt.rl.workers import worker_marker
+from rlgpt.rl.wrappers import time_budget, wrap_task_env
 
 
 def make_crafter_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):
@@ -50,7 +53,21 @@ def make_batch_task_env(
     from rlgpt.envs.engine import CompiledBatch
 
     quiet_known_warnings()  # Sample Factory's wrappers around a batch env warn on every attribute lookup
-    return BatchTaskEnv(CompiledBatch(games), task, run_seed=int(cfg.seed or 0))
+    # getattr: configs of runs trained before these flags existed lack them (as in `wrap_task_env`).
+    macros = sources_from_json(cfg.rlgpt_macros) if getattr(cfg, "rlgpt_macros", "") else []
+    reward = getattr(cfg, "rlgpt_reward", None) or None
+    observation = getattr(cfg, "rlgpt_observation", None)
+    marker = None
+    if macros or reward:
+        # Generated code runs in this worker: the memory backstop, and the marker naming a running macro.
+        marker = worker_marker(cfg)
+    return BatchTaskEnv(
+        CompiledBatch(games), task, run_seed=int(cfg.seed or 0), macros=macros, reward=reward,
+        observation=tuple(observation.split(",")) if observation else None, gamma=cfg.gamma,
+        max_macro_steps=cfg.rlgpt_macro_max_steps,
+        dense_reward_cap=float(getattr(cfg, "rlgpt_dense_reward_cap", DEFAULT_EPISODE_CAP)) or None,
+        marker=marker, **time_budget(cfg),
+    )
 
 
 def make_sf_env(full_env_name: str, cfg: Config, env_config: Any = None, render_mode: str | None = None):

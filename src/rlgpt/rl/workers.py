@@ -142,6 +142,11 @@ class MacroMarker:
         _SINCE.pack_into(self._map, 1, time.monotonic())
         self._map[0] = _RUNNING
 
+    def rename(self, encoded_name: bytes) -> None:
+        """Name another macro as the one running, keeping the time the running call(s) started (a batch of
+        games runs several macro calls side by side: the marker names the one whose code runs)."""
+        self._map[_NAME_AT : _NAME_AT + len(encoded_name)] = encoded_name
+
     def idle(self) -> None:
         """Mark that no macro is running."""
         self._map[0] = _IDLE
@@ -435,15 +440,20 @@ def limit_worker_memory(cfg: Any) -> None:
         log.debug("env worker %d: data segment limited to %d MiB (RLIMIT_DATA)", os.getpid(), limit >> 20)
 
 
-def protect_macro_env(env: gym.Env, cfg: Any) -> gym.Env:
-    """In a Sample Factory env worker, apply the memory backstop (once per process) and mark running macros.
-
-    ``env`` is the `MacroActionWrapper`; ``cfg`` the Sample Factory config. Elsewhere (evaluation in the
-    caller's own process, tests) ``env`` is returned as is: a process-wide limit there would cap the caller.
-    """
+def worker_marker(cfg: Any) -> MacroMarker | None:
+    """In a Sample Factory env worker that runs macros: apply the memory backstop (once per process) and
+    return the worker's running-macro marker. Elsewhere (evaluation in the caller's own process, tests)
+    None, and no limit: a process-wide limit there would cap the caller."""
     if not is_sf_child_process():
-        return env
+        return None
     limit_worker_memory(cfg)
     from sample_factory.utils.utils import experiment_dir
 
-    return MarkRunningMacro(env, process_marker(experiment_dir(cfg, mkdir=False)))
+    return process_marker(experiment_dir(cfg, mkdir=False))
+
+
+def protect_macro_env(env: gym.Env, cfg: Any) -> gym.Env:
+    """``env`` (the `MacroActionWrapper`) marking its running macros in a Sample Factory env worker, with the
+    memory backstop applied (`worker_marker`); elsewhere ``env`` as is."""
+    marker = worker_marker(cfg)
+    return env if marker is None else MarkRunningMacro(env, marker)
