@@ -16,8 +16,10 @@ learner's shapes), ``macro`` (primitive steps/s through a macro vs direct), ``ma
 env steps/s of configs/main.yaml's job with the go_to_tree macro in its action space vs without it, both on
 the batch backend, over a whole training: 300k steps, 10k quick; the full run adds the macro job on the
 per-env backend, the only one that ran macros before; `bench.training`),
-``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool;
-`FULL_ONLY`: ``--quick`` runs it only when ``--only`` names it). Every row names the machine it ran on.
+``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool),
+``iteration`` (one live RL-GPT loop iteration with its critic, wall time by phase, the model's prompt states
+warm vs cold; `bench.iteration`); `FULL_ONLY` sections run under ``--quick`` only when ``--only`` names
+them. Every row names the machine it ran on.
 Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
 ``--sample-efficiency`` is a separate, longer comparison: the trainers over several seeds until rolling
 success 0.9 (or the budget), reporting env steps/s and the env steps and wall time it took; with
@@ -33,9 +35,11 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -43,6 +47,7 @@ from bench import (
     engine_throughput,
     env_throughput,
     envpool_throughput,
+    iteration,
     kernels,
     llm_throughput,
     macro_overhead,
@@ -246,6 +251,16 @@ def envpool_rows(quick: bool) -> list[Row]:
     ]
 
 
+def iteration_rows(quick: bool) -> list[Row]:
+    # One live loop iteration on the embedded default model (the quick run: the smoke config's 0.5B).
+    config, steps = ("configs/run_smoke.yaml", 4_096) if quick else ("configs/run.yaml", 70_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        cold, warm = iteration.measure("make_wood_pickaxe", steps, config, Path(tmp))
+    print(iteration.table((cold, warm)))
+    return [Row("loop iteration, critic asked (make_wood_pickaxe)", "warm prompt states",
+                "cold prompt states", 3600 / warm.wall_s, 3600 / cold.wall_s, "iterations/h")]
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "env": env_rows,
     "engine": engine_rows,
@@ -255,11 +270,13 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "macro_training": macro_training_rows,
     "llm": llm_rows,
     "envpool": envpool_rows,
+    "iteration": iteration_rows,
 }
 """Section name (``--only``) -> function returning its rows (``quick`` picks the tiny budgets)."""
-FULL_ONLY = ("envpool",)
-"""Sections ``--quick`` leaves out unless ``--only`` names them (Sample Factory's start-up alone would take
-much of the quick run's time; ``tests/envs`` run Sample Factory on envpool anyway)."""
+FULL_ONLY = ("envpool", "iteration")
+"""Sections ``--quick`` leaves out unless ``--only`` names them (envpool: Sample Factory's start-up alone
+would take much of the quick run's time, and ``tests/envs`` run Sample Factory on envpool anyway;
+iteration: two live loop runs take minutes even on the smoke config)."""
 
 
 def _num(x: float) -> str:

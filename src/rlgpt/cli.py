@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rlgpt.llm.cli import add_subcommands as add_llm_subcommands
+
+if TYPE_CHECKING:
+    from rlgpt.config import RunConfig
 
 EXIT_USAGE = 2
 
@@ -76,7 +80,8 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of a parsed ``rlgpt run`` command line (its config file, flags and ``--set``s)."""
     from rlgpt.config import load_run_config
 
     overrides = llm_overrides(args.llm) if args.llm is not None else []
@@ -88,7 +93,11 @@ def _run(args: argparse.Namespace) -> int:
             overrides.append(f"{flag}={value}")
     if args.wandb:
         overrides.append("wandb=true")
-    cfg = load_run_config(args.config, overrides)
+    return load_run_config(args.config, overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = run_config(args)
 
     from rlgpt.run.report import result_table
     from rlgpt.run.runner import run
@@ -102,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rlgpt.config import ConfigError, RunConfig, load_run_config
+    from rlgpt.config import ConfigError, load_run_config
     from rlgpt.run.runner import make_executor
     from rlgpt.run.sweep import Cell, cells, run_sweep
 

@@ -542,7 +542,8 @@ class RunConfig:
     max_inner: int = 2
     """Inner iterations per outer one: times the fast agent (re-)writes code and RL setup."""
     success_threshold: float = 0.8
-    """Evaluation success at which the loop stops without asking the critic."""
+    """Evaluation success at which the loop stops without asking the critic; above 1 no evaluation reaches
+    it, so every iteration runs and the critic is asked after each (a fixed number of iterations)."""
     eval_episodes: int = 20
     """Episodes of each iteration's evaluation (and of ``--mode code``)."""
     eval_marks: tuple[int, ...] = (50_000, 100_000, 250_000, 500_000, 1_000_000)
@@ -692,7 +693,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
     checks = [
         (cfg.mode in MODES, f"mode must be one of {', '.join(MODES)}, got {cfg.mode!r}"),
         (cfg.max_outer >= 1 and cfg.max_inner >= 1, "max_outer and max_inner must be >= 1"),
-        (0 <= cfg.success_threshold <= 1, "success_threshold must be in [0, 1]"),
+        (cfg.success_threshold >= 0, "success_threshold must be >= 0 (above 1: never stop early)"),
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (cfg.job_attempts >= 1, "job_attempts must be >= 1"),

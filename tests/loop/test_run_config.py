@@ -35,6 +35,7 @@ def test_defaults_files_and_nested_overrides() -> None:
     ("eval_marks=[0,1000]", "eval_marks"),
     ("eval_marks=[5e4,1e5x]", "eval_marks"),
     ("train.marks=[-1]", "marks must be > 0"),
+    ("success_threshold=-0.1", "success_threshold"),
 ])
 def test_bad_values_fail_with_the_key(override: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
