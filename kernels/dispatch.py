@@ -1,8 +1,8 @@
 """The one place that decides which implementation of a fused op runs.
 
-- ``auto`` (default): the Triton kernels for CUDA fp32 tensors when ``triton`` imports; otherwise plain
-  PyTorch: eager on CUDA, and on CPU the fastest path measured by ``bench/kernels.py``
-  (:data:`rlgpt.kernels.cpu.CPU_CHOICE`).
+- ``auto`` (default): on CUDA fp32 tensors the Triton kernels of the ops they were measured faster for
+  (:data:`CUDA_TRITON`) when ``triton`` imports, eager PyTorch for the rest; on CPU the fastest path
+  measured by ``bench/kernels.py`` (:data:`rlgpt.kernels.cpu.CPU_CHOICE`).
 - ``torch``: never Triton (A/B comparisons, or to rule the kernels out when debugging).
 - ``triton``: always Triton; CPU tensors are allowed only under the Triton interpreter
   (``TRITON_INTERPRET=1`` set before the kernels were imported), which is how the tests run them.
@@ -34,12 +34,16 @@ MAX_LAYER_NORM_WIDTH = 512
 widest whose backward compiles without register spills on sm_90 (16 x 512 tile, 8 warps: 172 registers;
 16 x 1024 on 16 warps spills), per ``bench/kernels_compile_check.py``."""
 CUDA_LINEAR_GEMM = "torch"
-"""Who runs the forward GEMM of the fused linear layer on CUDA: ``"torch"`` (cuBLAS, then bias, LayerNorm and
-activation as one Triton epilogue kernel) or ``"triton"`` (the GEMM in the same Triton kernel).
-Provisional, not yet measured (no GPU here): under torch's default fp32 matmul precision ("highest", no
-TF32) Triton's ``tl.dot`` cannot use tensor cores either, and a hand-tiled fp32 GEMM is unlikely to beat
-cuBLAS's SGEMM, whereas the epilogue fusion saves the same element-wise passes either way.
-``bench/kernels.py`` times both (rows ``triton`` and ``triton_gemm``) on a GPU; set this from its numbers."""
+"""Who runs the forward GEMM of the fused linear layer on CUDA when it runs in Triton (backend ``triton``):
+``"torch"`` (cuBLAS, then bias, LayerNorm and activation as one Triton epilogue kernel) or ``"triton"`` (the
+GEMM in the same Triton kernel). Measured on an H200 (bench/RESULTS.md, "Triton kernels on a real GPU"):
+the Triton GEMM takes 1.8-1.9x cuBLAS's GPU time at batch 65536 (fp32, no TF32)."""
+CUDA_TRITON = {"linear_act": False, "gae": True, "normalize_advantages": True, "ppo_loss": True}
+"""Ops whose Triton kernels ``auto`` runs on CUDA, as measured on an H200 (bench/RESULTS.md, "Triton kernels
+on a real GPU", forward + backward per call): GAE 3.5-4.9x Sample Factory's TorchScript loop and the PPO
+loss 2.0-2.8x eager at every batch; the fused linear layers 0.41-0.62x eager at the learner's batch (1024)
+and at most 1.07x at 65536: at these sizes a call is bound by its launches and Python (the kernels took
+less GPU time than eager torch everywhere), so the linear layers stay eager on CUDA."""
 
 
 def _check(name: str) -> str:
@@ -111,7 +115,7 @@ def _kernels(on_cpu: bool) -> ModuleType:
     return kernels
 
 
-def _use_triton(*tensors: torch.Tensor | None) -> bool:
+def _use_triton(op: str, *tensors: torch.Tensor | None) -> bool:
     present = [t for t in tensors if t is not None]
     backend = get_backend()
     if backend == "torch":
@@ -120,6 +124,7 @@ def _use_triton(*tensors: torch.Tensor | None) -> bool:
     if backend == "auto":
         return (
             on_cuda
+            and CUDA_TRITON[op]
             and all(t.dtype == torch.float32 for t in present if t.is_floating_point())
             and all(t.numel() > 0 for t in present)
             and triton_available()
@@ -163,7 +168,7 @@ def linear_act(
     if act not in reference.ACTIVATIONS:
         raise ValueError(f"unknown activation {act!r}; expected one of {reference.ACTIVATIONS}")
     wide_ln = layer_norm and weight.shape[0] > MAX_LAYER_NORM_WIDTH
-    if not wide_ln and _use_triton(x, weight, bias, ln_weight, ln_bias):
+    if not wide_ln and _use_triton("linear_act", x, weight, bias, ln_weight, ln_bias):
         kernels = _kernels(not x.is_cuda)
         return kernels.linear_act(x, weight, bias, act, ln_weight, ln_bias, eps, layer_norm, CUDA_LINEAR_GEMM)
     if x.is_cuda:
@@ -194,7 +199,7 @@ def gae(
     ``discounts`` is the optional per-step discount (``gamma**k`` for a ``k``-step macro-action);
     with ``normalize`` the advantages are normalized over the valid steps.
     """
-    if _use_triton(rewards, values, discounts):
+    if _use_triton("gae", rewards, values, discounts):
         return _kernels(not rewards.is_cuda).gae(
             rewards, dones, values, valids, gamma, lam, discounts, normalize
         )
@@ -212,7 +217,7 @@ def gae(
 
 def normalize_advantages(adv: torch.Tensor, valids: torch.Tensor | None = None) -> torch.Tensor:
     """``(adv - mean) / max(std, 1e-7)`` over the valid elements; see the reference for edge cases."""
-    if _use_triton(adv):
+    if _use_triton("normalize_advantages", adv):
         return _kernels(not adv.is_cuda).normalize_advantages(adv, valids)
     return reference.normalize_advantages(adv, valids)
 
@@ -238,7 +243,7 @@ def ppo_loss(
     """``(policy_loss, value_loss)``: SF's PPO losses, see :func:`rlgpt.kernels.reference.ppo_loss`."""
     args = (log_prob, old_log_prob, advantages, values, old_values, targets, valids, clip_ratio, clip_value,
             value_loss_coeff)  # fmt: skip
-    if _use_triton(log_prob, values, advantages):
+    if _use_triton("ppo_loss", log_prob, values, advantages):
         return _kernels(not log_prob.is_cuda).ppo_loss(*args)
     if log_prob.is_cuda:
         return reference.ppo_loss(*args)

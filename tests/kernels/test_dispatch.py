@@ -149,3 +149,23 @@ def test_layernorm_wider_than_the_fused_limit_runs_in_torch(kernels, monkeypatch
                 y, reference.linear_act(x, w, None, "elu", layer_norm=True), atol=1e-5, rtol=1e-5
             )
     assert launched == [n]
+
+
+def test_auto_on_cuda_runs_triton_only_for_the_ops_measured_faster(monkeypatch):
+    # No GPU here: a stand-in with what the decision reads of a CUDA fp32 tensor.
+    class CudaTensor:
+        is_cuda, dtype = True, torch.float32
+
+        def is_floating_point(self):
+            return True
+
+        def numel(self):
+            return 1024
+
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    with dispatch.use_backend("auto"):
+        chosen = {op: dispatch._use_triton(op, CudaTensor()) for op in dispatch.CUDA_TRITON}
+    # bench/RESULTS.md "Triton kernels on a real GPU": the fused linear layers lost to eager at these sizes.
+    assert chosen == {"linear_act": False, "gae": True, "normalize_advantages": True, "ppo_loss": True}
+    with dispatch.use_backend("torch"):
+        assert not any(dispatch._use_triton(op, CudaTensor()) for op in dispatch.CUDA_TRITON)
