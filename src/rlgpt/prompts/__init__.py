@@ -83,6 +83,13 @@ def schema_for_role(role: str) -> dict[str, Any]:
     return load_schema(SCHEMA_FOR_ROLE[role])
 
 
+def schema_text(role: str) -> str:
+    """Template `role`'s reply schema as its prompt shows it: compact JSON on one line (the decomposition's
+    is 332 tokens instead of 532 indented; the server enforces the schema anyway, the model only needs to
+    read its shape)."""
+    return json.dumps(schema_for_role(role), separators=(",", ":"))
+
+
 def _check_role(role: str) -> None:
     if role not in TEMPLATES:
         raise PromptError(f"unknown role {role!r}; known roles: {TEMPLATES}")
@@ -129,7 +136,7 @@ def render(role: str, **values: str) -> list[dict[str, str]]:
         )
     filled = dict(values)
     if role in SCHEMA_FOR_ROLE:
-        filled["schema"] = json.dumps(schema_for_role(role), indent=1)
+        filled["schema"] = schema_text(role)
     return [
         {"role": "system", "content": template.system.substitute(filled).strip()},
         {"role": "user", "content": template.user.substitute(filled).strip()},
