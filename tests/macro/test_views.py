@@ -192,3 +192,42 @@ def test_searches_are_charged_by_the_tiles_they_look_at(run, call, fails) -> Non
     On seed 0's first view (grass all around) the walk to (-4, +3) searches most of the view."""
     result, _ = run(SEARCH_LOOP.format(call=call), limits=MacroLimits(fuel=1500))
     assert result.outcome == ("fuel" if fails else "success"), result.diagnostic
+
+
+def test_the_compiled_queries_are_ready_before_any_macro_code_runs() -> None:
+    # In a fresh process, as in a probe's child or an env worker: building the game API compiles (or loads)
+    # every query, so no macro's per-step clock pays for a compilation (seconds on a fresh install: a probe
+    # once timed a working macro out on its first `game.nearest`). Playing macros then adds no signature.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import random
+        from rlgpt.envs.crafter import CrafterEnv
+        from rlgpt.envs.engine import CompiledBatch
+        from rlgpt.macro import queries
+        from rlgpt.macro.api import GameAPI
+        from rlgpt.macro.views import batch_views
+
+        dispatchers = (queries.find_tiles, queries.first_step, queries.engine_window)
+        assert not any(d.signatures for d in dispatchers)
+        env = CrafterEnv(length=None)
+        env.reset(seed=0)
+        apis = [GameAPI(env.crafter, random.Random(0))]
+        ready = [list(d.signatures) for d in dispatchers]
+        assert all(ready), ready
+        batch = CompiledBatch(1)
+        batch.reset([0])
+        apis.append(GameAPI(batch_views(batch)[0], random.Random(0)))
+        for api in apis:
+            for kind in ("tree", "water", "cow", "stone"):
+                tile = api.nearest(kind)
+                api.find(kind)
+                if tile is not None:
+                    api.step_toward(tile)
+        assert [list(d.signatures) for d in dispatchers] == ready, "a query compiled while macro code ran"
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

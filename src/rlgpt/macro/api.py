@@ -33,7 +33,7 @@ from crafter import constants
 from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS, MOVES  # a macro yields an action per step
 from rlgpt.macro import control
 from rlgpt.macro.diagnostics import describe_value
-from rlgpt.macro.queries import find_tiles, first_step
+from rlgpt.macro.queries import find_tiles, first_step, warm_up
 from rlgpt.macro.views import OBJECT_KINDS, GameView, as_view
 
 WALKABLE: frozenset[str] = frozenset(constants.walkable)
@@ -94,6 +94,7 @@ class GameAPI:
     def __init__(self, game: crafter.Env | GameView, rng: random.Random) -> None:
         """``game``: a `crafter.Env` (as `CrafterEnv` plays it) or a `rlgpt.macro.views.GameView` (a row of
         the compiled engine): the API answers the same for both."""
+        warm_up()  # compiled queries are ready before any macro code runs (its clock must not pay for it)
         self._view = as_view(game)
         self._rng = rng
         self._cache_key: Any = None

@@ -12,6 +12,8 @@ Compiled because, written in Python, the queries of a tree-seeking macro took ~4
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -98,3 +100,16 @@ def engine_window(mat, omap, objs, e, x0, y0, kind_field, out_mat, out_obj):  # 
             else:
                 out_mat[i, j] = 0
                 out_obj[i, j] = 0
+
+
+@functools.cache
+def warm_up() -> None:
+    """Compile every query now (or load it from numba's on-disk cache), with the argument types the game API
+    passes. Called before any macro code runs (`rlgpt.macro.api.GameAPI`): the first call of a query
+    otherwise compiles inside the macro that made it, seconds on a fresh install, which the macro's
+    per-step clock counts as a timeout (a probe then rejected a working macro)."""
+    mat, obj = np.zeros((9, 7), np.uint8), np.zeros((9, 7), np.uint8)
+    find_tiles(mat, 1, 4, 3, True, 63, np.zeros((63, 2), np.int64))
+    first_step(mat, obj, np.zeros(2, np.bool_), 4, 3, 5, 3)
+    engine_window(np.zeros((1, 9, 7), np.uint8), np.zeros((1, 9, 7), np.int32), np.zeros((1, 1, 8), np.int32),
+                  0, 0, 0, 0, mat, obj)
