@@ -134,3 +134,29 @@ def test_fetch_prints_the_verified_model_path(small_model_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(small_model_path)
+
+
+def test_llama_server_keeps_only_the_last_logits_row(tmp_path: Path) -> None:
+    """The server's argv, read by llama_cpp.server's own parser: every setting we pass arrives, and the
+    server does not keep a logits row per prompt token (its default; gigabytes per long prompt)."""
+    import argparse
+
+    pytest.importorskip("llama_cpp.server.settings")
+    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+    from llama_cpp.server.settings import ModelSettings, Settings
+
+    from rlgpt.llm.llama_server import pop_state_dir
+    from rlgpt.llm.serve import llama_server_command
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"")
+    argv = llama_server_command(model, port=8123, n_ctx=8192, n_threads=2, prompt_cache_mb=64,
+                                prompt_cache_dir=tmp_path)
+    args = argv[argv.index("rlgpt.llm.llama_server") + 1:]
+    assert pop_state_dir(args) is not None  # our own flag, removed before llama_cpp's parser
+    parser = argparse.ArgumentParser()
+    add_args_from_model(parser, Settings)
+    settings = parse_model_from_args(ModelSettings, parser.parse_args(args))
+    assert settings.logits_all is False
+    assert (settings.n_ctx, settings.n_threads, settings.n_threads_batch) == (8192, 2, 2)
+    assert settings.cache and settings.cache_type == "disk"
