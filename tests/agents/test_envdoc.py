@@ -22,8 +22,11 @@ def _amounts(mapping: dict[str, int]) -> str:
 def test_every_action_recipe_and_requirement_appears_exactly() -> None:
     doc = crafter_rules()
     lines = doc.splitlines()
-    for action in DATA["actions"]:
-        assert any(line.startswith(f"- {action}: ") for line in lines), action
+    actions = lines[lines.index("Actions (one per step):") + 1:]
+    actions = actions[:actions.index("")]
+    for action in DATA["actions"]:  # once, on the line of its family (moves, place_*, make_*) or its own
+        named = [line.split(":")[0].removeprefix("- ").split(", ") for line in actions]
+        assert sum(action in names for names in named) == 1, action
     for name, info in DATA["make"].items():
         line = next(x for x in lines if x.startswith(f"- make_{name}: uses"))
         assert f"uses {_amounts(info['uses'])} from the inventory" in line
@@ -41,8 +44,12 @@ def test_every_action_recipe_and_requirement_appears_exactly() -> None:
         if "probability" in info:
             assert f"probability {info['probability']}" in line
     assert f"Walkable materials: {', '.join(DATA['walkable'])}" in doc
+    stock = {line.split(":")[0]: line for line in lines if line.startswith(("Inventory:", "Survival:"))}
     for item, info in DATA["items"].items():
-        assert f"{item} (" in doc and f"{info['max']}" in doc
+        line = stock["Survival" if item in ("health", "food", "drink", "energy") else "Inventory"]
+        group = next(g for g in line.split(": ", 1)[1].split("; ") if f" {item}," in f" {g.split(' (')[0]},")
+        assert f"max {info['max']} each" in group or f"0-{info['max']} each" in group, item
+        assert f"start at {info['initial']}" in group, item
     for achievement in DATA["achievements"]:
         assert achievement in doc
 

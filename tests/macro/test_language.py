@@ -60,7 +60,7 @@ def test_api_reference_lists_every_member() -> None:
     text = api_reference()
     for name in API_MEMBERS - {"actions", "materials", "object_kinds"}:
         assert f"game.{name}" in text
-    assert "game.step_toward(pos: 'tuple[int, int]')" in text and "place_table" in text
+    assert "game.step_toward(pos) -> str | None:" in text and "game.nearby(kind, distance=1) -> bool:" in text
 
 
 def test_an_action_called_as_a_game_method_says_to_yield_it() -> None:

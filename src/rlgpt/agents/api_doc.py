@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS
+from rlgpt.envs.crafter import MATERIALS
 from rlgpt.macro import control
 from rlgpt.macro.api import API_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI
 from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES
@@ -33,6 +33,16 @@ def _call_signature(member: Any) -> str:
                            for p in params) + ")"
 
 
+def _signature(member: Any) -> str:
+    """``(pos) -> str | None``: parameter names (their meaning is in the docs: positions are (x, y), kinds
+    and names are strings) and the return type, unquoted; fewer prompt tokens than the full annotations."""
+    sig = inspect.signature(member)
+    params = [p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+              for p in list(sig.parameters.values())[1:]]
+    returns = "" if sig.return_annotation is sig.empty else f" -> {str(sig.return_annotation).strip(chr(39))}"
+    return f"({', '.join(params)}){returns}"
+
+
 def api_reference(level: str = "skills") -> str:
     """Plain-text reference of what macro code may use, for the fast agent's prompt (``$macro_api``).
 
@@ -46,7 +56,7 @@ def api_reference(level: str = "skills") -> str:
         " `return` when done.",
         "Positions are (x, y) world tiles; x grows right, y grows down ('move_up' is (0, -1));"
         " only the local view (9x7 tiles around the player) is visible.",
-        f"Actions: {', '.join(ACTION_NAMES)}.",
+        "Actions: the primitive actions above, as strings (`yield \"move_left\"`).",
         f"Materials: {', '.join(MATERIALS)}. Object kinds: {', '.join(OBJECT_KINDS)}.",
         "game members:",
     ]
@@ -54,7 +64,7 @@ def api_reference(level: str = "skills") -> str:
         member = getattr(GameAPI, name)
         doc = SLOT_DOCS.get(name) or (getattr(member, "__doc__", None) or "").strip().split("\n")[0]
         if callable(member) and not isinstance(member, property):
-            signature = str(inspect.signature(member)).replace("self, ", "").replace("(self)", "()")
+            signature = _signature(member)
             lines.append(f"  game.{name}{signature}: {doc}")
         else:
             lines.append(f"  game.{name}: {doc}")

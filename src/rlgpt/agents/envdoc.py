@@ -9,7 +9,7 @@ documents the game; it is not a plan for any task.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -30,17 +30,11 @@ def _items(mapping: dict[str, Any]) -> str:
     return ", ".join(f"{n} {name}" for name, n in mapping.items())
 
 
-def _action_doc(action: str) -> str:
-    if action in _ACTION_DOCS:
-        return _ACTION_DOCS[action]
-    if action.startswith("move_"):
-        return (f"face {action[5:]} and step one tile that way if the tile is walkable and free "
-                f"(otherwise only turn)")
-    if action.startswith("place_"):
-        return f"put a {action[6:]} on the faced tile (see Placing)"
-    if action.startswith("make_"):
-        return f"craft one {action[5:]} (see Crafting)"
-    return "see crafter's documentation"
+_FAMILY_DOCS = {
+    "move_": "face that way and step one tile if it is walkable and free (otherwise only turn)",
+    "place_": "put that item on the faced tile (see Placing)",
+    "make_": "craft that item (see Crafting)",
+}
 
 
 def collect_line(material: str, info: dict[str, Any]) -> str:
@@ -57,11 +51,36 @@ def place_line(name: str, info: dict[str, Any]) -> str:
             f"{', '.join(info['where'])} with no creature on it.")
 
 
-def make_line(name: str, info: dict[str, Any]) -> str:
-    """One line of the Crafting section: what `make_<name>` consumes and what must be nearby."""
+NEARBY = "within 1 tile, diagonals included"
+"""What crafter's ``nearby`` means for a station (`rlgpt.macro.api.GameAPI.nearby` tests the same)."""
+
+
+def make_line(name: str, info: dict[str, Any], *, explain_nearby: bool = True) -> str:
+    """One line of the Crafting section: what `make_<name>` consumes and what must be nearby (`NEARBY`
+    spelt out unless the section's header says it once for every line)."""
+    nearby = f" ({NEARBY})" if explain_nearby else ""
     return (f"- make_{name}: uses {_items(info['uses'])} from the inventory; needs "
-            f"{' and '.join(info['nearby'])} nearby (within 1 tile, diagonals included); gives "
-            f"{info['gives']} {name}.")
+            f"{' and '.join(info['nearby'])} nearby{nearby}; gives {info['gives']} {name}.")
+
+
+def _action_lines(actions: Iterable[str]) -> list[str]:
+    """The Actions section: one line per action, except that the moves, the ``place_*`` and the ``make_*``
+    actions share a line per family (their costs are in Placing and Crafting: one place for each fact)."""
+    families: dict[str, list[str]] = {}
+    for action in actions:
+        family = next((f for f in _FAMILY_DOCS if action.startswith(f)), action)
+        families.setdefault(family, []).append(action)
+    return [f"- {', '.join(members)}: "
+            f"{_FAMILY_DOCS.get(family) or _ACTION_DOCS.get(family, 'see crafter documentation')}"
+            for family, members in families.items()]
+
+
+def _grouped(names: Iterable[str], key: Callable[[str], str]) -> str:
+    """``a, b (key); c (other key)``: names that share a description listed once before it."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(key(name), []).append(name)
+    return "; ".join(f"{', '.join(members)} ({text})" for text, members in groups.items())
 
 
 @cache
@@ -76,7 +95,7 @@ def crafter_rules() -> str:
         f"Walkable materials: {', '.join(constants.walkable)} (lava is walkable too but kills the player).",
         "",
         "Actions (one per step):",
-        *(f"- {a}: {_action_doc(a)}" for a in constants.actions),
+        *_action_lines(constants.actions),
         "",
         "Collecting (`do` while facing a tile of that material):",
         *(collect_line(m, info) for m, info in constants.collect.items()),
@@ -84,13 +103,14 @@ def crafter_rules() -> str:
         "Placing (`place_<name>` while facing a suitable tile):",
         *(place_line(n, info) for n, info in constants.place.items()),
         "",
-        "Crafting (`make_<name>`; the player need not face the table or furnace, only be near it):",
-        *(make_line(n, info) for n, info in constants.make.items()),
+        f"Crafting (`make_<name>`; nearby = {NEARBY}: the player need not face the table or furnace):",
+        *(make_line(n, info, explain_nearby=False) for n, info in constants.make.items()),
         "",
-        "Inventory: " + ", ".join(f"{n} (max {i['max']}, starts at {i['initial']})"
-                                  for n, i in items.items() if n not in stats) + ".",
-        "Survival: " + ", ".join(f"{n} (0-{items[n]['max']}, starts at {items[n]['initial']})"
-                                 for n in stats) + ". "
+        "Inventory: " + _grouped((n for n in items if n not in stats),
+                                 lambda n: f"max {items[n]['max']} each, start at {items[n]['initial']}")
+        + ".",
+        "Survival: " + _grouped(stats, lambda n: f"0-{items[n]['max']} each, start at {items[n]['initial']}")
+        + ". "
         "Food, drink and energy slowly decrease over time; food rises by eating a cow (hit it until it "
         "dies: +6 food) or a ripe plant (+4 food), drink by `do` facing water (+1), energy by sleeping. "
         "Health slowly recovers while food, drink and energy are all above 0 and decreases while any is 0; "
