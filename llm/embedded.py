@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +42,30 @@ def _import_llama() -> Any:
 
 
 @functools.cache
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two prompts share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def most_redundant(keys: Iterable[tuple[int, ...]], new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The kept prompt to evict for `new`: the one sharing the longest token prefix with it (the oldest of
+    equals), whose state adds least beside `new`'s; None when `new` is the only one.
+
+    Evicting the oldest instead lets one role's repeated calls (six fast-agent prompts of an iteration, the
+    same preamble and instructions each) push out every other role's state: measured here, the critic of a
+    run's next iteration found only the preamble kept and computed 1,300 prompt tokens again."""
+    victim, shared = None, -1
+    for key in keys:
+        if key != new and (n := common_prefix(key, new)) > shared:
+            victim, shared = key, n
+    return victim
+
+
 def prefix_state_cache() -> type:
     """llama-cpp-python's RAM cache of prompt states, bounded by what the states really hold (a class made
     on first use: llama_cpp is imported lazily).
@@ -58,7 +82,11 @@ def prefix_state_cache() -> type:
     class PrefixStateCache(llama_cpp.LlamaRAMCache):
         def __setitem__(self, key: Any, value: Any) -> None:
             value.scores = value.scores[-1:].copy()
-            super().__setitem__(key, value)
+            key = tuple(key)
+            self.cache_state.pop(key, None)
+            self.cache_state[key] = value
+            while self.cache_size > self.capacity_bytes and len(self.cache_state) > 1:
+                del self.cache_state[most_redundant(self.cache_state, key)]
 
         @property
         def cache_size(self) -> int:
@@ -109,8 +137,10 @@ def prefix_state_disk_cache() -> type:
     class PrefixStateDiskCache(llama_cpp.LlamaDiskCache):
         def __init__(self, cache_dir: str, capacity_bytes: int) -> None:
             super().__init__(cache_dir, capacity_bytes=capacity_bytes)
-            # diskcache culls by its own size limit (1 GiB by default) besides ours: make it ours.
+            # diskcache culls by its own rule (least recently stored, past its 1 GiB size limit) before ours
+            # runs, and then can take the new state too: only `most_redundant` eviction decides here.
             self.cache.reset("size_limit", capacity_bytes)
+            self.cache.reset("cull_limit", 0)
 
         def __getitem__(self, key: Any) -> Any:
             try:
@@ -134,10 +164,7 @@ def prefix_state_disk_cache() -> type:
             try:
                 self.cache.set(key, value)
                 while self.cache_size > self.capacity_bytes and len(self.cache) > 1:
-                    oldest = next(iter(self.cache))
-                    if oldest == key:
-                        break
-                    self.cache.delete(oldest)
+                    self.cache.delete(most_redundant(iter(self.cache), key))
             except Exception:  # a full or read-only disk costs the reuse, not the request
                 pass
 

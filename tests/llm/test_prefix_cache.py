@@ -108,3 +108,31 @@ def test_prompt_state_settings() -> None:
     assert prompt_state_dir(LLMConfig(prompt_cache_dir="")) is None
     assert prompt_state_dir(LLMConfig(prompt_cache_mb=0)) is None
     assert prompt_state_dir(LLMConfig(prompt_cache_dir="~/s")) == Path.home() / "s"
+
+
+@pytest.mark.parametrize("where", ["ram", "disk"])
+def test_a_full_cache_evicts_the_state_its_newest_one_makes_redundant(where: str, tmp_path: Path) -> None:
+    """Over capacity, the kept prompt sharing the longest prefix with the new one goes (the oldest of equals):
+    another fast-agent call replaces the previous one, and the slow agent's and the critic's states stay."""
+    import llama_cpp
+    import numpy as np
+
+    from rlgpt.llm.embedded import most_redundant, prefix_state_cache, prefix_state_disk_cache
+
+    state_bytes = 1 << 20
+    capacity = 3 * state_bytes + (64 << 10)  # three states and their small arrays
+    cache = (prefix_state_cache()(capacity_bytes=capacity) if where == "ram"
+             else prefix_state_disk_cache()(str(tmp_path / "states"), capacity_bytes=capacity))
+    preamble = tuple(range(100))
+    prompts = {"slow": preamble + (1,) * 50, "fast1": preamble + (2,) * 40 + (5,),
+               "critic": preamble + (3,) * 60, "fast2": preamble + (2,) * 40 + (6,)}
+    for tokens in prompts.values():
+        state = llama_cpp.LlamaState(input_ids=np.asarray(tokens, dtype=np.intc),
+                                     scores=np.zeros((len(tokens), 8), dtype=np.single), n_tokens=len(tokens),
+                                     llama_state=bytes(state_bytes), llama_state_size=state_bytes, seed=0)
+        cache[tokens] = state
+    kept = {name for name, tokens in prompts.items() if cache._find_longest_prefix_key(tokens) == tokens}
+    assert kept == {"slow", "critic", "fast2"}
+    assert cache.cache_size <= capacity
+    assert most_redundant([prompts["slow"], prompts["fast1"]], prompts["fast2"]) == prompts["fast1"]
+    assert most_redundant([prompts["fast2"]], prompts["fast2"]) is None
