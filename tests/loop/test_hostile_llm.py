@@ -79,11 +79,13 @@ def hostile_server() -> Iterator[dict]:
 
 def test_a_run_whose_every_reply_is_garbage_finishes(hostile_server: dict, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    # Defaults everywhere except what keeps the test small: the budget, one iteration, evaluation episodes and
-    # their length (50 steps: too short for a stone sword, so the critic is asked).
+    # Defaults everywhere except what keeps the test small (the budget, one iteration, evaluation episodes and
+    # their length) and the threshold, out of reach so that the critic is always asked: 50-step episodes did
+    # not keep it out of reach (the trusted goal macro made the stone sword in both validation episodes of a
+    # CI run, the loop stopped at its threshold and no critic was asked).
     proc = cli("run", "--task", "make_stone_sword", "--llm", hostile_server["url"], "--steps", "4096",
                "--run-dir", str(run_dir), "--set", "max_outer=1", "--set", "max_inner=1",
-               "--set", "eval_episodes=2",
+               "--set", "eval_episodes=2", "--set", "success_threshold=2",
                "--set", "train.env.episode_length=50")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
