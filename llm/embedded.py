@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,17 +41,6 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
-@functools.cache
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens two prompts share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def most_redundant(keys: Iterable[tuple[int, ...]], new: tuple[int, ...]) -> tuple[int, ...] | None:
     """The kept prompt to evict for `new`: the one sharing the longest token prefix with it (the oldest of
     equals), whose state adds least beside `new`'s; None when `new` is the only one.
@@ -59,6 +48,7 @@ def most_redundant(keys: Iterable[tuple[int, ...]], new: tuple[int, ...]) -> tup
     Evicting the oldest instead lets one role's repeated calls (six fast-agent prompts of an iteration, the
     same preamble and instructions each) push out every other role's state: measured here, the critic of a
     run's next iteration found only the preamble kept and computed 1,300 prompt tokens again."""
+    common_prefix = _import_llama().Llama.longest_token_prefix  # what the caches' own lookup measures
     victim, shared = None, -1
     for key in keys:
         if key != new and (n := common_prefix(key, new)) > shared:
@@ -66,6 +56,7 @@ def most_redundant(keys: Iterable[tuple[int, ...]], new: tuple[int, ...]) -> tup
     return victim
 
 
+@functools.cache
 def prefix_state_cache() -> type:
     """llama-cpp-python's RAM cache of prompt states, bounded by what the states really hold (a class made
     on first use: llama_cpp is imported lazily).

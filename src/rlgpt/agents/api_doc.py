@@ -34,13 +34,11 @@ def _call_signature(member: Any) -> str:
 
 
 def _signature(member: Any) -> str:
-    """``(pos) -> str | None``: parameter names (their meaning is in the docs: positions are (x, y), kinds
-    and names are strings) and the return type, unquoted; fewer prompt tokens than the full annotations."""
-    sig = inspect.signature(member)
-    params = [p.name if p.default is p.empty else f"{p.name}={p.default!r}"
-              for p in list(sig.parameters.values())[1:]]
-    returns = "" if sig.return_annotation is sig.empty else f" -> {str(sig.return_annotation).strip(chr(39))}"
-    return f"({', '.join(params)}){returns}"
+    """``(pos) -> str | None``: `_call_signature` and the return type, unquoted (parameter meanings are in the
+    docs: positions are (x, y), kinds and names are strings); fewer prompt tokens than full annotations."""
+    returns = inspect.signature(member).return_annotation
+    return _call_signature(member) + ("" if returns is inspect.Signature.empty
+                                      else f" -> {str(returns).strip(chr(39))}")
 
 
 def api_reference(level: str = "skills") -> str:
