@@ -1,4 +1,4 @@
-"""The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``sweep``, ``report``, ``llm`` (serve, fetch).
+"""The ``rlgpt`` command: ``train``, ``eval``, ``run``, ``sweep``, ``report``, ``warm``, ``llm``.
 
 Every user error (bad task name, bad config value, unwritable run dir, missing checkpoint) ends with a
 single ``rlgpt: error: ...`` line and exit status 2, not a traceback; a worker process that dies during
@@ -195,6 +195,38 @@ def steps_arg(text: str) -> int:
     return int(value * scale)
 
 
+def _warm(args: argparse.Namespace) -> int:
+    from rlgpt.agents.common import system_messages
+    from rlgpt.config import ConfigError, load_run_config
+    from rlgpt.llm.config import build_backend, prompt_state_dir
+    from rlgpt.llm.warm import warm
+
+    overrides = (llm_overrides(args.llm) if args.llm is not None else []) + list(args.set or [])
+    cfg = load_run_config(args.config, overrides)
+    if cfg.llm.replay_only:
+        raise ConfigError("llm.replay_only asks no model: there is nothing to warm")
+    if cfg.llm.backend == "embedded":
+        folder = prompt_state_dir(cfg.llm)
+        if folder is None:
+            raise ConfigError("the embedded model keeps no prompt states on disk (llm.prompt_cache_mb=0 or "
+                              "llm.prompt_cache_dir=''): a warm state would die with this process")
+        where = f"kept in {folder}"
+    else:
+        where = f"in the server's prefix cache at {cfg.llm.base_url}, if it keeps one"
+    backend = build_backend(cfg.llm)
+    try:
+        done = warm(backend, system_messages(cfg.agents))
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    for w in done:
+        print(f"  {w.name:<12} {w.prompt_tokens:>6,} prompt tokens, {w.computed_tokens:>6,} computed "
+              f"({w.seconds:.1f} s)")
+    print(f"prompt states of {len(done)} system messages ({backend.model_id}) {where}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from rlgpt.run.report import write_report
 
@@ -282,6 +314,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb-project", dest="wandb_project", default="rlgpt",
                    help="the W&B project of --wandb (default: rlgpt)")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("warm", help="compute the LLM's prompt states for every role's system message at a "
+                       "config's prompt levels, so the first run on this machine starts warm")
+    p.add_argument("--config", help="YAML RunConfig whose agents and llm sections the runs will use "
+                   "(default: built-in defaults)")
+    p.add_argument("--llm", help="'embedded' (default) or an OpenAI-compatible URL")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
+    p.set_defaults(func=_warm)
 
     add_llm_subcommands(sub)
     return parser

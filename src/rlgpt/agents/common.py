@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rlgpt.agents.api_doc import api_reference
 from rlgpt.agents.envdoc import actions_only, crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
-from rlgpt.config import ENV_DOC_LEVELS
+from rlgpt.config import ENV_DOC_LEVELS, AgentConfig
 
 if TYPE_CHECKING:
     from rlgpt.macro.prefix import StartSummary
@@ -63,6 +63,18 @@ def knowledge_values(template: str, env_doc: str = "full", examples: bool = True
     if template == "fast_reward":
         return {"examples": " Example:\n" + prompts.part("fast_reward.examples") if examples else ""}
     return {}
+
+
+def system_messages(config: AgentConfig) -> dict[str, str]:
+    """Every prompt template's system message at `config`'s API and prompt-knowledge levels
+    (`rlgpt.prompts.TEMPLATES`; the fast role has three): what each call of that template starts with,
+    whatever the task, so its prompt state can be computed ahead of a run (`rlgpt warm`)."""
+    from rlgpt import prompts
+
+    docs = documentation(config.api, config.env_doc)
+    return {template: prompts.render_system(template, **docs,
+                                            **knowledge_values(template, config.env_doc, config.examples))
+            for template in prompts.TEMPLATES}
 
 
 def describe_task(task: str, env_doc: str = "full", start: StartSummary | None = None) -> str:

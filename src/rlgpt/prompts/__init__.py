@@ -134,10 +134,26 @@ def render(role: str, **values: str) -> list[dict[str, str]]:
             f"role {role!r} template needs values {sorted(template.fields)}; "
             f"missing {missing}, unexpected {unused}"
         )
-    filled = dict(values)
-    if role in SCHEMA_FOR_ROLE:
-        filled["schema"] = schema_text(role)
+    filled = _with_schema(role, values)
     return [
         {"role": "system", "content": template.system.substitute(filled).strip()},
         {"role": "user", "content": template.user.substitute(filled).strip()},
     ]
+
+
+def render_system(role: str, **values: str) -> str:
+    """`role`'s system message alone, from the values its system template uses: the same text `render`
+    puts first, whatever the user message (the task) will be.
+
+    Raises:
+        PromptError: a placeholder of the system template has no value.
+    """
+    template = load_template(role)
+    try:
+        return template.system.substitute(_with_schema(role, values)).strip()
+    except KeyError as exc:
+        raise PromptError(f"role {role!r} system template needs a value for {exc}") from None
+
+
+def _with_schema(role: str, values: dict[str, str]) -> dict[str, str]:
+    return {**values, "schema": schema_text(role)} if role in SCHEMA_FOR_ROLE else dict(values)
