@@ -162,10 +162,12 @@ class TrainConfig:
     until its task's achievement count rises or ``macros.max_steps`` steps pass (`rlgpt.rl.options`). The
     planner offers a chain's earlier trained links to the later ones; needs the ``gym`` backend."""
     dense_reward_cap: float = 0.5
-    """Most the LLM's dense reward may add up to over one episode, either sign (`DenseRewardWrapper`): below
-    the task's success reward (1), so that no episode farming the shaping (+0.5 a stone, every step) earns
-    what reaching the goal does. Measured: uncapped, a chain link's policy learned to mine stone for 16-step
-    episodes (~1.7 reward) and never called its working ``place_furnace`` macro (success 0.03). 0: no cap."""
+    """Most the LLM's dense reward may add up to over one episode; its running total stays within [0, cap]
+    (`rlgpt.macro.reward.DenseReward`): below the task's success reward (1), so that no episode stopping
+    short (farming the shaping, +0.5 a stone every step) earns what reaching the goal does. Measured:
+    uncapped, a chain link's policy learned to mine stone for 16-step episodes (~1.7 reward) and never called
+    its working ``place_furnace`` macro (success 0.03); capped at +-0.5, wood +0.5 then -0.5 for each item
+    it was spent on let a make_wood_pickaxe policy fall from 0.94 to 0.00 success. 0: no cap."""
     stop_at_success: float = 0.0
     """End the training before `steps` at the first metrics row whose rolling success (training episodes, over
     a full window of Sample Factory's ``stats_avg`` episodes) reaches this; 0 never. What is left of `steps`

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.envs.tasks import make_task_env
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.diagnostics import MacroCompileError
-from rlgpt.macro.reward import DenseRewardWrapper, compile_reward, reward_value
+from rlgpt.macro.reward import DenseReward, DenseRewardWrapper, compile_reward, reward_value
 from rlgpt.macro.runtime import MacroActionWrapper
 
 WOOD = """
@@ -54,9 +55,10 @@ def test_working_reward_shapes_every_primitive_step_inside_a_macro() -> None:
 
 
 @pytest.mark.parametrize("value", [0.3, -0.3])
-def test_an_episodes_shaping_adds_up_to_at_most_its_cap_either_sign(value: float) -> None:
+def test_an_episodes_shaping_stays_between_zero_and_its_cap(value: float) -> None:
     # Shaping that pays on every step (+0.5 a stone mined, again and again) must not out-earn the task's
-    # success reward: the episode's total stops at the cap, and the next episode starts from 0 again.
+    # success reward: the episode's total stops at the cap, a penalty never takes it below 0, and the next
+    # episode starts from 0 again.
     env = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=10),
                              f"def reward(game, prev):\n    return {value}\n", seed=0, episode_cap=0.5)
     for _ in range(2):
@@ -67,15 +69,33 @@ def test_an_episodes_shaping_adds_up_to_at_most_its_cap_either_sign(value: float
             added.append(info["dense_reward"])
             total += reward
             done = terminated or truncated
-        sign = 1 if value > 0 else -1
-        assert len(added) == 10 and added[0] == value and added[1] == pytest.approx(0.2 * sign)
-        assert all(a == 0.0 for a in added[2:])
-        assert sum(added) == pytest.approx(0.5 * sign) and total == pytest.approx(0.5 * sign)
-        assert env.episode_total == pytest.approx(0.5 * sign)
+        assert len(added) == 10
+        if value > 0:
+            assert added[:2] == [value, pytest.approx(0.2)] and all(a == 0.0 for a in added[2:])
+            assert total == pytest.approx(0.5) and env.episode_total == pytest.approx(0.5)
+        else:
+            assert all(a == 0.0 for a in added) and total == 0.0 and env.episode_total == 0.0
     uncapped = DenseRewardWrapper(make_task_env("collect_wood", seed=0, episode_length=10),
                                   f"def reward(game, prev):\n    return {value}\n", seed=0, episode_cap=None)
     uncapped.reset(seed=1)
     assert sum(uncapped.step(ACTION_NAMES.index("noop"))[1] for _ in range(10)) == pytest.approx(10 * value)
+
+
+def test_spending_what_the_shaping_paid_for_never_makes_stopping_short_worth_more_than_the_goal() -> None:
+    # The 1.5B's make_wood_pickaxe reward: +0.5 a wood gained, -0.5 a wood spent (table, pickaxe). Within
+    # +-0.5, "collect wood, stop" earned 0.5 and "collect, place, craft" -0.5 + 1; within [0, 0.5] the goal
+    # is worth more than any prefix of the episode that reaches it.
+    shaping = DenseReward("def reward(game, prev):\n    gained = game.item('wood') - prev.item('wood')\n"
+                          "    return 0.5 * gained\n", episode_cap=0.5)
+    totals, total = [], 0.0
+    for wood_change in (+1, +1, -1, -1):  # two wood collected, one for the table, one for the pickaxe
+        prev, game = types.SimpleNamespace(item=lambda name: 5), types.SimpleNamespace(
+            item=lambda name, change=wood_change: 5 + change)
+        _, total, diagnostic = shaping.step(game, prev, total, 0.001)  # type: ignore[arg-type]
+        assert diagnostic is None
+        totals.append(total)
+    assert totals == [0.5, 0.5, 0.0, 0.0]
+    assert max(totals) < totals[-1] + 1.0  # reaching the goal (success reward 1) beats stopping anywhere
 
 
 @pytest.mark.parametrize("cap, total", [(0.25, 0.25), (0.0, 3.0)])

@@ -33,8 +33,8 @@ REWARD_ENTRY = "reward"
 REWARD_SIGNATURE = "def reward(game, prev):"
 """Its signature, as shown to the model."""
 DEFAULT_EPISODE_CAP = 0.5
-"""Default of `TrainConfig.dense_reward_cap`: the most the dense reward adds up to over an episode, either
-sign (below the task's success reward of 1)."""
+"""Default of `TrainConfig.dense_reward_cap`: the most the dense reward adds up to over an episode (below the
+task's success reward of 1)."""
 MAX_ABS_REWARD = 1e6
 """Largest dense reward magnitude accepted from one call. Beyond it a value is almost surely a bug, and it
 would swamp the task reward (or overflow to inf once scaled and summed over a macro call)."""
@@ -150,10 +150,18 @@ class RewardFunction:
 class DenseReward:
     """The dense reward's rules, for the per-env wrapper (`DenseRewardWrapper`) and the batch backend
     (`rlgpt.rl.sf_batch`, one episode total per game) alike: ``scale * reward(game, prev)`` after every
-    primitive step, with the episode's total kept within ``+-episode_cap`` (a step adds what keeps the
-    running total inside it, so shaping that pays again and again, +0.5 per stone mined, cannot out-earn the
-    task's success reward), the code's time against the steps' (`TimeBudget`: past its share it pays 0),
-    and every failure a diagnostic and 0 for that step (kept in ``diagnostics`` for the critic)."""
+    primitive step, with the episode's running total kept within ``[0, episode_cap]`` (a step adds what keeps
+    it inside), the code's time against the steps' (`TimeBudget`: past its share it pays 0), and every
+    failure a diagnostic and 0 for that step (kept in ``diagnostics`` for the critic).
+
+    Why that range: the total at any step of an episode then differs from its total at any other step by at
+    most ``episode_cap``, below the task's success reward (1), so no episode that stops short (farming
+    shaping that pays again and again, +0.5 per stone mined) earns more than one that reaches the goal. A
+    range of ``+-cap`` swings by ``2 * cap``: the 1.5B's ``0.5 * (wood gained)`` paid +0.5 for wood and -0.5
+    for each of the table and the pickaxe it was spent on, so collecting wood and stopping earned as much as
+    making the pickaxe (0.5 + 0 against -0.5 + 1), sooner, and a make_wood_pickaxe policy that started at
+    0.94 success fell to 0.00 over 250k steps. A penalty here takes back only what the shaping paid before.
+    """
 
     def __init__(self, reward: CompiledFunction | str, scale: float = 1.0, limits: MacroLimits | None = None,
                  keep_diagnostics: int = 32, max_time_share: float = DEFAULT_MAX_SHARE,
@@ -188,7 +196,7 @@ class DenseReward:
         self.calls += 1
         added = self.scale * value
         if self.episode_cap is not None:
-            total = min(max(episode_total + added, -self.episode_cap), self.episode_cap)
+            total = min(max(episode_total + added, 0.0), self.episode_cap)
             added = total - episode_total
         else:
             total = episode_total + added
@@ -212,7 +220,7 @@ class DenseRewardWrapper(gymnasium.Wrapper):
         self.shaping = DenseReward(reward, scale, limits, keep_diagnostics, max_time_share,
                                    budget_grace_seconds, episode_cap)
         self.episode_total = 0.0
-        """What the dense reward has added over the current episode (within ``+-episode_cap``)."""
+        """What the dense reward has added over the current episode (within ``[0, episode_cap]``)."""
         self.game = GameAPI(find_crafter(env), random.Random(seed))
         self._prev: GameSnapshot | None = None
 
