@@ -6,11 +6,14 @@ cold and then warm.
 
 Runs ``rlgpt run`` for one iteration (``max_outer=1``, ``max_inner=1``) with the success threshold out of
 reach (``success_threshold=2``), so the critic is always asked: slow agent, fast agent (macros, probes,
-reward, setup), training with its validation evaluation, critic, then the budget marks. Twice, each in a
-fresh run directory (every LLM call a real model call):
+reward, setup), training with its validation evaluation, critic, then the budget marks. Three times, each in
+a fresh run directory (every LLM call a real model call):
 
 - ``cold``: an empty prompt-state folder (``RLGPT_PROMPT_STATE_DIR``): every prompt is computed, as on a
   machine that never ran the loop;
+- ``warmed``: the cold run's seed with another empty folder that ``rlgpt warm --config CONFIG`` filled first
+  (every role's system message; timed apart, as ``warm_s``): the first run on a machine after `make run`'s
+  warm step, computing only its own user turns;
 - ``warm``: the next seed (other LLM samples, the same prompts) with the folder the cold run left: what a
   later run on this machine finds (`rlgpt.llm.embedded.prefix_state_disk_cache`).
 
@@ -43,7 +46,7 @@ class IterationRun:
     """One measured ``rlgpt run``."""
 
     label: str
-    """``cold`` or ``warm``."""
+    """``cold``, ``warmed`` or ``warm``."""
     wall_s: float
     """The whole command's wall time (model start, every phase, the summary)."""
     phases: dict[str, float] = field(default_factory=dict)
@@ -52,6 +55,8 @@ class IterationRun:
     """The run's ``llm/*`` metrics (tokens computed and served from kept state, per-role latency)."""
     success_rate: float = 0.0
     """The run's test success."""
+    warm_s: float = 0.0
+    """``rlgpt warm``'s wall time before the run (``warmed`` only)."""
 
 
 def phase_seconds(phases_jsonl: Path) -> dict[str, float]:
@@ -84,26 +89,43 @@ def run_iteration(label: str, argv: list[str], state_dir: Path, run_dir: Path) -
                         float(summary.get("success_rate", 0.0)))
 
 
+def warm_command(config: str, overrides: list[str]) -> list[str]:
+    """The ``rlgpt warm`` argv computing the prompt states the measured runs' config starts from."""
+    argv = [sys.executable, "-m", "rlgpt.cli", "warm", "--config", config]
+    for override in overrides:
+        argv += ["--set", override]
+    return argv
+
+
 def measure(task: str, steps: int, config: str, out: Path, overrides: list[str] = (),
-            seed: int = 0) -> tuple[IterationRun, IterationRun]:
-    """The cold and the warm run of one iteration on `task` (run directories under `out`)."""
-    state_dir = out / "prompt_states"
-    runs = []
-    for label, s in (("cold", seed), ("warm", seed + 1)):
+            seed: int = 0) -> tuple[IterationRun, IterationRun, IterationRun]:
+    """The cold, warmed and warm runs of one iteration on `task` (run directories under `out`)."""
+    def one(label: str, run_seed: int, states: Path) -> IterationRun:
         run_dir = out / f"{task}-{label}"
-        runs.append(run_iteration(label, command(task, steps, config, run_dir, s, list(overrides)),
-                                  state_dir, run_dir))
-    return runs[0], runs[1]
+        return run_iteration(label, command(task, steps, config, run_dir, run_seed, list(overrides)), states,
+                             run_dir)
+
+    cold = one("cold", seed, out / "prompt_states")
+    warmed_states = out / "prompt_states_warmed"
+    began = time.perf_counter()
+    subprocess.run(warm_command(config, list(overrides)), check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "RLGPT_PROMPT_STATE_DIR": str(warmed_states)})
+    warm_s = time.perf_counter() - began
+    warmed = one("warmed", seed, warmed_states)
+    warmed.warm_s = warm_s
+    warm = one("warm", seed + 1, out / "prompt_states")
+    return cold, warmed, warm
 
 
 def table(runs: tuple[IterationRun, ...]) -> str:
     """Markdown: one row per run, wall seconds per phase, the whole run and the prompt tokens."""
-    lines = ["| run | " + " | ".join(PHASES) + " | whole run s | prompt tokens computed / from kept state |",
-             "|---|" + "---:|" * (len(PHASES) + 2)]
+    lines = ["| run | " + " | ".join(PHASES) + " | whole run s | prompt tokens computed / from kept state "
+             "| rlgpt warm before, s |", "|---|" + "---:|" * (len(PHASES) + 3)]
     for r in runs:
         cells = [f"{r.phases.get(p, 0.0):.1f}" for p in PHASES]
         tokens = f"{r.llm.get('llm/prefill_tokens', 0):,.0f} / {r.llm.get('llm/cached_tokens', 0):,.0f}"
-        lines.append(f"| {r.label} | " + " | ".join(cells) + f" | {r.wall_s:.1f} | {tokens} |")
+        before = f"{r.warm_s:.1f}" if r.warm_s else "-"
+        lines.append(f"| {r.label} | " + " | ".join(cells) + f" | {r.wall_s:.1f} | {tokens} | {before} |")
     return "\n".join(lines)
 
 

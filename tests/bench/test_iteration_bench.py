@@ -28,4 +28,15 @@ def test_phases_are_summed_per_phase_and_tabled(tmp_path: Path) -> None:
     llm = {"llm/prefill_tokens": 4200, "llm/cached_tokens": 9000}
     run = iteration.IterationRun("cold", 50.0, phases, llm)
     row = iteration.table((run,)).splitlines()[-1]
-    assert row == "| cold | 10.0 | 7.0 | 0.5 | 20.0 | 6.0 | 0.0 | 50.0 | 4,200 / 9,000 |"
+    assert row == "| cold | 10.0 | 7.0 | 0.5 | 20.0 | 6.0 | 0.0 | 50.0 | 4,200 / 9,000 | - |"
+    run.warm_s = 61.25
+    assert iteration.table((run,)).splitlines()[-1].endswith("| 50.0 | 4,200 / 9,000 | 61.2 |")
+
+
+def test_the_warm_step_reads_the_measured_runs_config(tmp_path: Path) -> None:
+    from rlgpt.config import load_run_config
+
+    argv = iteration.warm_command("configs/run.yaml", ["agents.examples=false"])
+    args = build_parser().parse_args(argv[3:])
+    assert args.func.__name__ == "_warm"
+    assert not load_run_config(args.config, args.set).agents.examples
