@@ -35,7 +35,7 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 # The model's prompt states for every role's system message (the shared rules + API preamble, then the
 # role's instructions: the same for every task), computed once per machine into the prompt-state folder
-# (`rlgpt warm`, ~1 min for the 1.5B here), so the first run starts as warm as every later one. Redone
+# (`rlgpt warm`, ~1.5 min for the 1.5B here), so the first run starts as warm as every later one. Redone
 # when the prompts or the run's config change.
 PROMPT_STATES := $(VENV)/.prompt-states
 $(PROMPT_STATES): $(VENV)/.installed-$(RUN_EXTRAS) configs/run.yaml $(wildcard src/rlgpt/prompts/*) \
