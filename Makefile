@@ -38,7 +38,7 @@ install: $(VENV)/.installed-$(EXTRAS)
 # (`rlgpt warm`, ~1.5 min for the 1.5B here), so the first run starts as warm as every later one. Redone
 # when the prompts or the run's config change.
 PROMPT_STATES := $(VENV)/.prompt-states
-$(PROMPT_STATES): $(VENV)/.installed-$(RUN_EXTRAS) configs/run.yaml $(wildcard src/rlgpt/prompts/*) \
+$(PROMPT_STATES): $(VENV)/.installed-$(RUN_EXTRAS) configs/run.yaml $(wildcard src/rlgpt/prompts/*.*) \
 		src/rlgpt/agents/envdoc.py src/rlgpt/agents/api_doc.py
 	$(VENV)/bin/rlgpt warm --config configs/run.yaml
 	touch $@
