@@ -53,3 +53,15 @@ def test_wheel_contains_every_module_and_data_file(tmp_path: Path) -> None:
     assert any(name.endswith("configs/macros/go_to_tree.yaml") for name in expected)
     missing = sorted(expected - shipped)
     assert not missing, f"files a wheel install would lack (fix pyproject's packages/package-data): {missing}"
+
+
+def test_make_run_warms_the_prompt_states_of_the_config_it_runs() -> None:
+    # `make run` computes the model's prompt states (`rlgpt warm`) before the run, for the same config: a
+    # warm step for another config would leave the first run cold.
+    plan = subprocess.run(["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}).stdout.splitlines()
+    warm = [i for i, line in enumerate(plan) if " warm " in f"{line} "]
+    run = [i for i, line in enumerate(plan) if "/rlgpt run " in line]
+    assert len(warm) == 1 and len(run) == 1 and warm[0] < run[0], plan
+    config = plan[run[0]].split("--config ")[1].split()[0]
+    assert plan[warm[0]].split("--config ")[1].split()[0] == config
