@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,31 @@ def test_the_check_command_fails_on_a_stale_page(tmp_path, stale):
     assert docs_config.main(["--check", "--out", str(out)]) == (1 if stale else 0)
     assert docs_config.main(["--out", str(out)]) == 0
     assert docs_config.main(["--check", "--out", str(out)]) == 0
+
+
+def _build(repo: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                          cwd=repo, capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_builds_strictly_with_readme_and_results_as_pages(tmp_path):
+    pytest.importorskip("mkdocs", reason="the `docs` extra (in the Makefile's EXTRAS) is not installed")
+    done = _build(REPO, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    home = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="install/"' in home and 'href="results/#the-matrix-under-the-protocol-the-headline"' in home
+    assert (tmp_path / "site" / "results" / "index.html").exists()
+
+
+def test_a_broken_anchor_in_the_readme_fails_the_site_build(tmp_path):
+    pytest.importorskip("mkdocs", reason="the `docs` extra (in the Makefile's EXTRAS) is not installed")
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "docs", copy / "docs", ignore=shutil.ignore_patterns("_incoming"))
+    (copy / "bench").mkdir()
+    for name in ("mkdocs.yml", "README.md", "bench/RESULTS.md"):
+        shutil.copy(REPO / name, copy / name)
+    with (copy / "README.md").open("a") as f:
+        f.write("\n[gone](docs/install.md#no-such-section)\n")
+    done = _build(copy, tmp_path / "site")
+    assert done.returncode != 0
+    assert "no-such-section" in done.stderr
