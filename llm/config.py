@@ -29,8 +29,10 @@ class LLMConfig:
     """Embedded: a known model name or a .gguf path. HTTP: the served model name ("" = the server's first)."""
     base_url: str = "http://127.0.0.1:8000/v1"
     """HTTP backend: API root."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """HTTP backend: environment variable holding the API key (unset = no key)."""
+    api_key_env: str = "RLGPT_API_KEY"
+    """HTTP backend: environment variable holding the API key, sent as ``Authorization: Bearer KEY``
+    (unset = no key). The default is the variable `rlgpt llm serve` reads its key from, so one exported
+    key serves both sides; OpenAI's hosted API: ``OPENAI_API_KEY``."""
     dialect: str = "auto"
     """HTTP backend: structured-output dialect, one of auto, json_schema, structured_outputs, json_object."""
     model_dir: str | None = None
