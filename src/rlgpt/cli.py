@@ -227,11 +227,23 @@ def _warm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from rlgpt.run.replay import replay
+
+    done = replay(args.run, args.out, episode=args.episode, length=args.length,
+                  deterministic=args.deterministic)
+    used = ", ".join(f"{name} {n}" for name, n in sorted(done.actions.items(), key=lambda kv: -kv[1]))
+    print(f"test episode {args.episode} (seed {done.seed}) of {done.policy}: {done.steps} steps "
+          f"({used}), {'success' if done.success else 'no success'}, return {done.episode_return:.2f}")
+    print(f"replay: {done.path} ({done.frames} frames)")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from rlgpt.run.report import write_report
 
     paths = write_report(args.run_dirs, args.out, budget=args.budget,
-                         wandb_project=args.wandb_project if args.wandb else None)
+                         wandb_project=args.wandb_project if args.wandb else None, replays=args.replays)
     print(paths["markdown"].read_text())
     print(f"report: {', '.join(str(p) for p in paths.values())}")
     return 0
@@ -313,7 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "says otherwise)")
     p.add_argument("--wandb-project", dest="wandb_project", default="rlgpt",
                    help="the W&B project of --wandb (default: rlgpt)")
+    p.add_argument("--no-replays", dest="replays", action="store_false",
+                   help="skip the replay GIF of one test episode per mode (`rlgpt replay`, each plays one "
+                   "episode of at most 300 steps)")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("replay", help="one test episode of a run's policy as an animated GIF: crafter's "
+                       "frames with the running macro, its source, the inventory and the reward")
+    p.add_argument("run", help="a run directory of `rlgpt run` (its reported policy) or of `rlgpt train`")
+    p.add_argument("--episode", type=int, default=0, metavar="K", help="test episode K of the run's seed "
+                   "(default 0)")
+    p.add_argument("--out", help="the GIF (or .mp4, with imageio-ffmpeg) to write (default: "
+                   "RUN/replay_K.gif)")
+    p.add_argument("--length", type=int, help="episode length (default: the length the run's test "
+                   "evaluation plays); one frame per step")
+    p.add_argument("--deterministic", action="store_true", help="the network's most likely actions instead "
+                   "of sampled ones")
+    p.set_defaults(func=_replay)
 
     p = sub.add_parser("warm", help="compute the LLM's prompt states for every role's system message at a "
                        "config's prompt levels, so the first run on this machine starts warm")

@@ -12,7 +12,7 @@ from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
-from rlgpt.tracking import LoopProgress, log_to_wandb
+from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
 
 def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -> AccountedClient:
@@ -73,6 +73,7 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
         summary = run_ppo(cfg, run_dir, executor, progress)
     else:
         client = make_client(cfg, run_dir, backend)
+        progress.tokens = lambda: llm_tokens(client.metrics())
         from rlgpt.agents.fast import FastAgent
         from rlgpt.macro.contain import ContainLimits
 
