@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlgpt.llm.cli import add_subcommands as add_llm_subcommands
 
@@ -93,6 +93,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
             overrides.append(f"{flag}={value}")
     if args.wandb:
         overrides.append("wandb=true")
+    if getattr(args, "verbose", False):
+        overrides.append("train.verbose=true")
     return load_run_config(args.config, overrides)
 
 
@@ -214,15 +216,21 @@ def _warm(args: argparse.Namespace) -> int:
     else:
         where = f"in the server's prefix cache at {cfg.llm.base_url}, if it keeps one"
     backend = build_backend(cfg.llm)
+
+    def starting(i: int, n: int, name: str) -> None:
+        loading = " (the first starts the model)" if i == 1 and cfg.llm.backend == "embedded" else ""
+        print(f"  warming {i}/{n}: {name}{loading} ...", flush=True)
+
+    def finished(w: Any) -> None:
+        print(f"  {w.name:<12} {w.prompt_tokens:>6,} prompt tokens, {w.computed_tokens:>6,} computed "
+              f"({w.seconds:.1f} s)", flush=True)
+
     try:
-        done = warm(backend, system_messages(cfg.agents))
+        done = warm(backend, system_messages(cfg.agents), on_start=starting, on_done=finished)
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
             close()
-    for w in done:
-        print(f"  {w.name:<12} {w.prompt_tokens:>6,} prompt tokens, {w.computed_tokens:>6,} computed "
-              f"({w.seconds:.1f} s)")
     print(f"prompt states of {len(done)} system messages ({backend.model_id}) {where}")
     return 0
 
@@ -294,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", help="'embedded' (default, in-process model) or an OpenAI-compatible URL "
                    "such as http://127.0.0.1:8000/v1")
     p.add_argument("--wandb", action="store_true", help="one W&B run for the whole run (offline by default)")
+    p.add_argument("--verbose", action="store_true", help="show Sample Factory's own log on the console "
+                   "(without it: in each training's sf_log.txt; llama.cpp's log is in RUN/llm_logs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any RunConfig field, e.g. --set agents.samples=1")
     add_executor_flags(p)

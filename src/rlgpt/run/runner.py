@@ -19,7 +19,7 @@ def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -
     """The run's LLM client (its response cache: ``llm.cache_dir``, by default in the run directory)."""
     from rlgpt.llm.config import build_client
 
-    return AccountedClient(build_client(cfg.llm, backend=backend))
+    return AccountedClient(build_client(cfg.llm, backend=backend, log_dir=run_dir / layout.LLM_LOGS))
 
 
 def make_executor(cfg: RunConfig) -> Executor:
