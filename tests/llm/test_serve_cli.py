@@ -218,3 +218,26 @@ def test_served_key_is_required_and_sent_by_the_client(small_model_path: Path, t
         proc.terminate()
         proc.wait(timeout=30)
     assert "(API key required)" in log.read_text()
+
+
+def test_serve_hands_vllm_its_key_in_the_environment(tmp_path: Path) -> None:
+    """With a key, `--host 0.0.0.0` is allowed and vLLM (a stand-in `vllm` executable past the real GPU
+    check, which records what it was started with) gets the key as VLLM_API_KEY, not on its command line."""
+    bin_dir, site = tmp_path / "bin", tmp_path / "site"
+    bin_dir.mkdir()
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    dist = site / "vllm-0.11.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    seen = tmp_path / "seen.txt"
+    _fake_tool(bin_dir, "vllm", f'echo "key=$VLLM_API_KEY argv=$*" > {seen}')
+    _fake_tool(bin_dir, "nvidia-smi", "echo 'GPU 0: NVIDIA H100 (UUID: GPU-0)'")
+    env = {k: v for k, v in _env(PATH=f"{bin_dir}:/usr/bin:/bin", PYTHONPATH=str(site)).items()
+           if k != "RLGPT_API_KEY"}
+    proc = _rlgpt("llm", "serve", "--vllm", "--host", "0.0.0.0", "--api-key", "k-31", env=env)
+    assert proc.returncode == 0, proc.stderr
+    started = seen.read_text().strip()
+    assert started.startswith("key=k-31 argv=serve Qwen/") and "--host 0.0.0.0" in started
+    assert "k-31" not in started.split("argv=", 1)[1] and "k-31" not in proc.stderr
+    assert "(API key required)" in proc.stderr

@@ -57,7 +57,8 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
     assert table.splitlines()[0] == "| task | ppo | code |"
     assert f"| collect_wood | {ppo['success_rate']:.2f} (n=1) | {code['success_rate']:.2f} (n=1) |" in table
 
-    proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), timeout=300)
+    proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), "--wandb",
+               "--wandb-project", "rlgpt-test", timeout=600)
     assert proc.returncode == 0, proc.stderr
     markdown = (tmp_path / "report" / "results.md").read_text()
     assert "| collect_wood |" in markdown and "ppo" in markdown and "code" in markdown
@@ -69,6 +70,11 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
                              rf"(\d+) steps, (?:no )?success; played by {re.escape(policy)}\.", markdown)
         assert embedded, markdown
         assert_replay(tmp_path / "report" / f"replay_{mode}.gif", int(embedded.group(1)))
+    # W&B (offline) got each replay as a video.
+    offline = list((tmp_path / "report" / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1
+    videos = sorted(p.name.split("_")[1] for p in (offline[0] / "files" / "media").rglob("replay_*.gif"))
+    assert videos == ["code", "ppo"], videos
 
     proc = cli("replay", str(code_dir), "--episode", "2", "--out", str(tmp_path / "code.gif"), timeout=300)
     assert proc.returncode == 0, proc.stderr
