@@ -303,7 +303,8 @@ class LoopProgress:
     """The `rlgpt run` status line: phase (plan/slow/fast/probe/train/critic/...), iteration and the
     primitive-step budget used so far; one line per phase on stderr (trainings print their own
     `ProgressLine` in between). A phase outside `QUIET_PHASES` shows its elapsed seconds and the LLM's
-    tokens so far (`tokens`: answered requests' prompt and generated tokens), rewritten in place on a
+    tokens so far (`tokens`: answered requests' prompt and generated tokens; `waiting`: the role of the
+    request in flight), rewritten in place on a
     terminal (every `every_s`, default 1 s) or as a line every 30 s into a log; `close` ends the run with its
     wall time by phase. With `log_path`, every finished phase also appends a JSON line
     ``{"task", "iteration", "phase", "wall_s"}`` there, so a run's time per phase can be read back (a
@@ -324,6 +325,9 @@ class LoopProgress:
         self.tokens: Any = None
         """A callable answering the LLM's (prompt, generated) tokens so far (`llm_tokens` of its client's
         metrics); None: no LLM, no token counts."""
+        self.waiting: Any = None
+        """A callable answering the role of the LLM request in flight (None between requests); None: not
+        shown."""
         self.wall_s: dict[str, float] = {}
         """Seconds spent per phase name so far in this process."""
         self.last = ""
@@ -368,12 +372,16 @@ class LoopProgress:
             self._write(f"rlgpt run: wall time {_seconds(total)} by phase: {parts}\n")
 
     def _read_tokens(self) -> tuple[int, int]:
-        if self.tokens is None:
-            return (0, 0)
+        return self._call(self.tokens, (0, 0))
+
+    @staticmethod
+    def _call(source: Any, default: Any) -> Any:
+        if source is None:
+            return default
         try:
-            return self.tokens()
-        except Exception:  # a progress line never ends a run
-            return (0, 0)
+            return source()
+        except Exception:  # a progress line never ends a run (the counts change under it, in another thread)
+            return default
 
     def _status(self, start: float) -> str:
         text = f" | {time.monotonic() - start:.0f} s"
@@ -381,6 +389,9 @@ class LoopProgress:
             prompt, generated = self._read_tokens()
             text += (f", tokens {prompt - self._tokens_at_start[0]:,d} in / "
                      f"{generated - self._tokens_at_start[1]:,d} out")
+        role = self._call(self.waiting, None)
+        if role:
+            text += f", the model is answering the {role} request"
         return text
 
     def _tick(self, line: str, stop: threading.Event) -> None:

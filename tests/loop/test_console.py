@@ -63,11 +63,14 @@ def test_an_llm_phase_shows_elapsed_seconds_and_tokens_while_it_runs(tmp_path: P
     stream = io.StringIO()
     answered = [0, 0]
     progress = LoopProgress(4096, 2, stream=stream, log_path=tmp_path / "phases.jsonl", every_s=0.01)
+    in_flight = ["slow"]
     progress.tokens = lambda: tuple(answered)
+    progress.waiting = lambda: in_flight[0]
     progress.phase("slow", 0, "collect_wood")
-    wait_for_text(stream, "  ... slow | ")
-    answered[:] = [1200, 80]  # a request was answered
-    wait_for_text(stream, "tokens 1,200 in / 80 out")
+    wait_for_text(stream, "tokens 0 in / 0 out, the model is answering the slow request\n")
+    answered[:] = [1200, 80]  # the request was answered
+    in_flight[0] = None
+    wait_for_text(stream, "tokens 1,200 in / 80 out\n")
     progress.phase("train", 0, "collect_wood")  # a training prints its own progress: no ticking
     shown = stream.getvalue()
     assert re.search(r"  done slow \| \d+ s, tokens 1,200 in / 80 out\n", shown), shown

@@ -74,6 +74,7 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
     else:
         client = make_client(cfg, run_dir, backend)
         progress.tokens = lambda: llm_tokens(client.metrics())
+        progress.waiting = lambda: client.inner.in_flight
         from rlgpt.agents.fast import FastAgent
         from rlgpt.macro.contain import ContainLimits
 
