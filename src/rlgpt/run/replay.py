@@ -265,7 +265,7 @@ class _Recorder:
             draw.text((game.width + 8, y), text, fill=colour, font=self.font)
             y += 14
         # Paletted now (a third of the memory of RGB): a long episode's frames are all held until written.
-        return image.convert("P", palette=Image.Palette.ADAPTIVE)
+        return image.quantize(colors=256, method=Image.Quantize.FASTOCTREE)
 
     def write(self, out: Path, seed: int) -> None:
         """Write the frames to `out` (GIF, or MP4 by its suffix)."""
