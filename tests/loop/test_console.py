@@ -36,6 +36,10 @@ def test_a_run_prints_no_third_party_log_line_and_ends_with_wall_time_by_phase(t
     duration = r"(\d+ min )?\d+ s"
     assert re.fullmatch(rf"rlgpt run: wall time {duration} by phase: (\w+ {duration}(, )?)+", ended), ended
     assert "train" in ended
+    # A trained policy loaded outside its training (a test evaluation's child, `rlgpt replay`) is as quiet.
+    replayed = cli("replay", str(run_dir), "--length", "20", "--out", str(tmp_path / "r.gif"), timeout=300)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stderr == "" and not SF_LINE.search(replayed.stdout), replayed.stdout
 
 
 def test_llama_cpp_warnings_go_to_the_backends_log_not_the_console(tmp_path: Path) -> None:

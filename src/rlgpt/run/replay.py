@@ -141,9 +141,6 @@ def _trained(train_dir: Path, length: int | None, run_seed: int | None) -> _Play
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import CheckpointPolicy
     from rlgpt.rl.stored_policy import StoredPolicy
-    from rlgpt.rl.worker_boot import apply_console_level
-
-    apply_console_level()  # Sample Factory's model set-up lines stay off the console, as in a training
     try:
         policy = StoredPolicy(train_dir)
     except CheckpointError as e:
