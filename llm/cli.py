@@ -21,6 +21,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                        help=f"embedded: one of {sorted(MODELS)} or a .gguf path; with --vllm: a HF model id")
     serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    serve.add_argument("--api-key", dest="api_key", default=None, metavar="KEY",
+                       help="answer only requests carrying `Authorization: Bearer KEY` (default: "
+                       "$RLGPT_API_KEY; prefer the variable: a flag is visible to every local user in ps); "
+                       "required with a --host other than loopback")
     serve.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (llama.cpp)")
     serve.add_argument("--threads", type=int, default=None, help="CPU threads (llama.cpp; default all cores)")
     serve.add_argument("--model-dir", type=Path, default=None, help="assembled-model cache directory")
@@ -46,6 +50,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from rlgpt.llm import serve
 
     extra = [a for a in args.vllm_args if a != "--"]
+    api_key = args.api_key or os.environ.get(serve.API_KEY_ENV) or None
+    serve.check_exposure(args.host, api_key)
     if args.vllm:
         reason = serve.vllm_unavailable_reason()
         if reason is not None:
@@ -61,7 +67,9 @@ def run_serve(args: argparse.Namespace) -> int:
         alias = args.model if args.model in MODELS else path.stem
         command = serve.llama_server_command(path, host=args.host, port=args.port, n_ctx=args.n_ctx,
                                              n_threads=args.threads, model_alias=alias)
-    print(f"serving on http://{args.host}:{args.port}/v1 : {' '.join(command)}", file=sys.stderr, flush=True)
+    auth = " (API key required)" if api_key else ""
+    print(f"serving on http://{args.host}:{args.port}/v1{auth} : {' '.join(command)}", file=sys.stderr,
+          flush=True)
     # The server replaces this process, so Ctrl-C, SIGTERM and a supervisor's kill reach it directly and
     # no orphaned server can outlive its launcher.
-    os.execvpe(command[0], command, serve.server_env())
+    os.execvpe(command[0], command, serve.server_env(api_key=api_key))

@@ -118,6 +118,9 @@ class LLMClient:
         self.n_ctx: int | None = n_ctx or getattr(backend, "n_ctx", None)
         self.fallbacks: dict[str, int] = {}
         """Per role: replies that never validated and were replaced by the role's fallback."""
+        self.in_flight: str | None = None
+        """The role of the request the backend is answering now (None between requests), for progress
+        lines: a request's tokens are counted when its answer arrives."""
 
     @property
     def exact_tokens(self) -> bool:
@@ -156,7 +159,11 @@ class LLMClient:
                 f"{self.cache.root if self.cache else '<no cache>'}; rerun with a live backend to record it"
             )
         start = time.perf_counter()
-        completion = self.backend.complete(messages, schema, sampling)
+        self.in_flight = role
+        try:
+            completion = self.backend.complete(messages, schema, sampling)
+        finally:
+            self.in_flight = None
         elapsed = time.perf_counter() - start
         usage = self.usage.setdefault(role, RoleUsage())
         usage.calls += 1

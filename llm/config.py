@@ -29,8 +29,10 @@ class LLMConfig:
     """Embedded: a known model name or a .gguf path. HTTP: the served model name ("" = the server's first)."""
     base_url: str = "http://127.0.0.1:8000/v1"
     """HTTP backend: API root."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """HTTP backend: environment variable holding the API key (unset = no key)."""
+    api_key_env: str = "RLGPT_API_KEY"
+    """HTTP backend: environment variable holding the API key, sent as ``Authorization: Bearer KEY``
+    (unset = no key). The default is the variable `rlgpt llm serve` reads its key from, so one exported
+    key serves both sides; OpenAI's hosted API: ``OPENAI_API_KEY``."""
     dialect: str = "auto"
     """HTTP backend: structured-output dialect, one of auto, json_schema, structured_outputs, json_object."""
     model_dir: str | None = None
@@ -103,8 +105,9 @@ class LLMConfig:
                               seed=self.seed)
 
 
-def build_backend(config: LLMConfig) -> Backend:
-    """Create the backend `config` describes (loading the embedded model, if that is the backend)."""
+def build_backend(config: LLMConfig, log_dir: str | os.PathLike[str] | None = None) -> Backend:
+    """Create the backend `config` describes (loading the embedded model, if that is the backend); the
+    embedded model's server writes its llama.cpp log into `log_dir` (default: a temporary directory)."""
     if config.backend == "http":
         from rlgpt.llm.http import OpenAIHTTPBackend
 
@@ -120,7 +123,7 @@ def build_backend(config: LLMConfig) -> Backend:
     if config.isolation == "process":
         from rlgpt.llm.isolated import IsolatedBackend
 
-        return IsolatedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
+        return IsolatedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads, log_dir=log_dir,
                                crash_retries=config.crash_retries, timeout_s=config.timeout_s,
                                prompt_cache_mb=config.prompt_cache_mb, prompt_cache_dir=state_dir)
     return EmbeddedBackend(path, n_ctx=config.n_ctx, n_threads=config.threads,
@@ -139,15 +142,16 @@ def prompt_state_dir(config: LLMConfig) -> Path | None:
 
 
 def build_client(config: LLMConfig, *, metrics_sink: MetricsSink | None = None,
-                 backend: Backend | None = None) -> LLMClient:
-    """Create the LLMClient `config` describes; pass `backend` to share one loaded model between clients."""
+                 backend: Backend | None = None, log_dir: str | os.PathLike[str] | None = None) -> LLMClient:
+    """Create the LLMClient `config` describes; pass `backend` to share one loaded model between clients
+    (else one is built, its logs in `log_dir`: `build_backend`)."""
     cache = ResponseCache(config.cache_dir) if config.cache_dir else None
     if config.replay_only:
         model_id = backend.model_id if backend is not None else _replay_model_id(config)
         return LLMClient(backend, cache=cache, replay_only=True, model_id=model_id,
                          schema_retries=config.schema_retries, default_sampling=config.sampling,
                          metrics_sink=metrics_sink, n_ctx=config.n_ctx)
-    backend = backend or build_backend(config)
+    backend = backend or build_backend(config, log_dir)
     # A shared backend loaded with its own window is fitted to the smaller of the two.
     n_ctx = min(config.n_ctx, getattr(backend, "n_ctx", None) or config.n_ctx)
     return LLMClient(backend, cache=cache, schema_retries=config.schema_retries,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ContextOverflowError
 from rlgpt.llm.types import Completion, Message, SamplingParams
+from rlgpt.procs import stderr_to
 
 OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """llama.cpp's OpenMP workers busy-wait between ops by default; on a shared 2-core box that steals the CPU
@@ -219,8 +221,10 @@ class EmbeddedBackend:
         self.n_ctx = n_ctx
         self.n_threads = threads
         self._model_id = model_id or f"embedded:{path.name}"
-        self._llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
-                                      n_threads_batch=threads, n_batch=n_batch, verbose=verbose)
+        # Not verbose: llama.cpp's load warnings (printed whatever `verbose` says) go nowhere.
+        with contextlib.nullcontext() if verbose else stderr_to(os.devnull):
+            self._llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
+                                          n_threads_batch=threads, n_batch=n_batch, verbose=verbose)
         if prompt_cache_mb > 0:
             capacity = prompt_cache_mb << 20
             if prompt_cache_dir:

@@ -20,6 +20,7 @@ from rlgpt.llm.errors import BackendCrashedError, ConfigError, ServerUnavailable
 from rlgpt.llm.http import OpenAIHTTPBackend
 from rlgpt.llm.serve import ManagedServer, free_port, llama_server_command
 from rlgpt.llm.types import Completion, Message, SamplingParams
+from rlgpt.procs import stderr_to
 
 _ALIAS = "embedded"
 
@@ -105,7 +106,10 @@ class IsolatedBackend:
         if self._vocab is None:
             from rlgpt.llm.embedded import _import_llama
 
-            self._vocab = _import_llama().Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            # llama.cpp warns on stderr about the context of a model without weights (n_ctx_train 0).
+            with stderr_to(self.log_dir / "tokenizer.log"):
+                self._vocab = _import_llama().Llama(model_path=str(self.path), vocab_only=True, verbose=False)
         return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def start(self) -> IsolatedBackend:

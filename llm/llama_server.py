@@ -171,17 +171,22 @@ class CachedTokensReport:
 def main() -> None:
     """llama_cpp.server's own entry point, with its app wrapped in `JsonSchemaFormat` and
     `CachedTokensReport`."""
+    import os
     import sys
 
     import llama_cpp
     from llama_cpp.server import __main__ as llama_main
 
     from rlgpt.llm.embedded import prefix_state_cache, prefix_state_disk_cache
+    from rlgpt.llm.serve import API_KEY_ENV
 
     report_cached_tokens(llama_cpp.Llama)
     # The server builds its --cache from these names: states bounded by what they hold, on disk in our folder.
     llama_cpp.LlamaRAMCache = prefix_state_cache()  # type: ignore[misc]
     folder = pop_state_dir(sys.argv)
+    api_key = os.environ.get(API_KEY_ENV)
+    if api_key:  # in this process's argv only: the key stays off the command line other users can read
+        sys.argv += ["--api_key", api_key]
     if folder:
         disk_cache = prefix_state_disk_cache()
         llama_cpp.LlamaDiskCache = lambda capacity_bytes: disk_cache(folder, capacity_bytes=capacity_bytes)  # type: ignore[misc]

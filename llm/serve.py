@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import ipaddress
 import json
 import os
 import shutil
@@ -19,6 +20,28 @@ from rlgpt.llm.embedded import prompt_state_folder, quiet_openmp
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ServerUnavailableError
 from rlgpt.llm.llama_server import STATE_DIR_FLAG
 from rlgpt.procs import die_with_parent
+
+API_KEY_ENV = "RLGPT_API_KEY"
+"""The environment variable holding the served model's API key: read by `rlgpt llm serve` (when
+``--api-key`` is not given), handed to the server in its environment (never on its command line, where
+every local user could read it with ``ps``), and the default of ``llm.api_key_env`` on the client side."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (``localhost``, 127.0.0.0/8, ::1)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        return False
+
+
+def check_exposure(host: str, api_key: str | None) -> None:
+    """Refuse to serve on an address other machines can reach without an API key."""
+    if not api_key and not is_loopback(host):
+        raise ConfigError(f"--host {host} serves the model to every machine that can reach it: give it an "
+                          f"API key (--api-key KEY or ${API_KEY_ENV}), or listen on 127.0.0.1")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -86,28 +109,40 @@ def vllm_command(model: str, *, host: str = "127.0.0.1", port: int = 8000,
     return ["vllm", "serve", model, "--host", host, "--port", str(port), *backend_flag, *(extra_args or [])]
 
 
-def server_env(threads: int | None = None) -> dict[str, str]:
+VLLM_API_KEY_ENV = "VLLM_API_KEY"
+"""Where `vllm serve` reads its API key from when ``--api-key`` is not on its command line."""
+
+
+def server_env(threads: int | None = None, api_key: str | None = None) -> dict[str, str]:
     """The environment of a server process: ours, with llama.cpp's OpenMP threads made to sleep when idle
-    (on a small shared box they otherwise spin) and, when given, the OpenMP thread count."""
+    (on a small shared box they otherwise spin), when given the OpenMP thread count, and the API key in
+    `API_KEY_ENV` (our llama.cpp server reads it) and `VLLM_API_KEY_ENV` (vLLM reads it), or neither."""
     env = dict(os.environ)
     quiet_openmp(env)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
+    env.pop(API_KEY_ENV, None)
+    env.pop(VLLM_API_KEY_ENV, None)
+    if api_key:
+        env[API_KEY_ENV] = env[VLLM_API_KEY_ENV] = api_key
     return env
 
 
 def wait_until_ready(base_url: str, *, timeout_s: float = 120.0,
-                     process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None) -> None:
-    """Poll GET {base_url}/models until it answers 200; fail early if `process` exits."""
+                     process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None,
+                     api_key: str | None = None) -> None:
+    """Poll GET {base_url}/models (with `api_key` as a Bearer token) until it answers 200; fail early if
+    `process` exits."""
     deadline = time.monotonic() + timeout_s
     url = base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             tail = log_path.read_text(errors="replace")[-1500:] if log_path and log_path.exists() else ""
             raise ServerUnavailableError(f"server exited with code {process.returncode} before it was ready: "
                                          f"{tail}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -12,7 +12,7 @@ cache, where it has one (vLLM's automatic prefix caching).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rlgpt.llm.types import Backend, SamplingParams
@@ -35,16 +35,22 @@ class Warmed:
     """Wall time of the call."""
 
 
-def warm(backend: Backend, systems: Mapping[str, str]) -> list[Warmed]:
+def warm(backend: Backend, systems: Mapping[str, str],
+         on_start: Callable[[int, int, str], None] | None = None,
+         on_done: Callable[[Warmed], None] | None = None) -> list[Warmed]:
     """Ask `backend` for one token after each of `systems` (name -> system message), in order, so the model
     keeps each one's state; return what each call computed. Messages sharing a prefix (the preamble) compute
-    it once."""
+    it once. `on_start(i, n, name)` is called before message i (1-based) of n, `on_done` after it."""
     done = []
-    for name, text in systems.items():
+    for i, (name, text) in enumerate(systems.items(), 1):
+        if on_start is not None:
+            on_start(i, len(systems), name)
         start = time.perf_counter()
         completion = backend.complete([{"role": "system", "content": text}, {"role": "user", "content": ""}],
                                       None, ONE_TOKEN)
         done.append(Warmed(name, completion.prompt_tokens,
                            max(completion.prompt_tokens - completion.cached_tokens, 0),
                            time.perf_counter() - start))
+        if on_done is not None:
+            on_done(done[-1])
     return done

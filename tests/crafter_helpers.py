@@ -98,3 +98,23 @@ def played_starts(links, seeds=(3, 4), task: str = "make_wood_pickaxe") -> list:
         _, info = env.reset(seed=seed)
         assert info["prefix_ok"], f"the prefix missed a goal on seed {seed}"
     return env.pool
+
+
+def gif_frames(path) -> list[np.ndarray]:
+    """Every frame of an animated GIF as RGB."""
+    from PIL import Image, ImageSequence
+
+    with Image.open(path) as gif:
+        return [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(gif)]
+
+
+def assert_replay(path, steps: int) -> None:
+    """A replay GIF (`rlgpt.run.replay`): one frame per primitive step of the episode, every frame different
+    (each is its own step), and the game itself moving (not only the panel's text)."""
+    from rlgpt.run.replay import SCALE
+
+    frames = gif_frames(path)
+    assert len(frames) == steps > 1
+    assert len({f.tobytes() for f in frames}) == len(frames)
+    game = 64 * SCALE  # crafter's 64x64 frame, left of the panel
+    assert len({f[:game, :game].tobytes() for f in frames}) > 1

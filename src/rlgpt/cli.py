@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlgpt.llm.cli import add_subcommands as add_llm_subcommands
 
@@ -93,6 +93,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
             overrides.append(f"{flag}={value}")
     if args.wandb:
         overrides.append("wandb=true")
+    if getattr(args, "verbose", False):
+        overrides.append("train.verbose=true")
     return load_run_config(args.config, overrides)
 
 
@@ -214,16 +216,34 @@ def _warm(args: argparse.Namespace) -> int:
     else:
         where = f"in the server's prefix cache at {cfg.llm.base_url}, if it keeps one"
     backend = build_backend(cfg.llm)
+
+    def starting(i: int, n: int, name: str) -> None:
+        loading = " (the first starts the model)" if i == 1 and cfg.llm.backend == "embedded" else ""
+        print(f"  warming {i}/{n}: {name}{loading} ...", flush=True)
+
+    def finished(w: Any) -> None:
+        print(f"  {w.name:<12} {w.prompt_tokens:>6,} prompt tokens, {w.computed_tokens:>6,} computed "
+              f"({w.seconds:.1f} s)", flush=True)
+
     try:
-        done = warm(backend, system_messages(cfg.agents))
+        done = warm(backend, system_messages(cfg.agents), on_start=starting, on_done=finished)
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
             close()
-    for w in done:
-        print(f"  {w.name:<12} {w.prompt_tokens:>6,} prompt tokens, {w.computed_tokens:>6,} computed "
-              f"({w.seconds:.1f} s)")
     print(f"prompt states of {len(done)} system messages ({backend.model_id}) {where}")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from rlgpt.run.replay import replay
+
+    done = replay(args.run, args.out, episode=args.episode, length=args.length,
+                  deterministic=args.deterministic)
+    used = ", ".join(f"{name} {n}" for name, n in sorted(done.actions.items(), key=lambda kv: -kv[1]))
+    print(f"test episode {args.episode} (seed {done.seed}) of {done.policy}: {done.steps} steps "
+          f"({used}), {'success' if done.success else 'no success'}, return {done.episode_return:.2f}")
+    print(f"replay: {done.path} ({done.frames} frames)")
     return 0
 
 
@@ -231,7 +251,7 @@ def _report(args: argparse.Namespace) -> int:
     from rlgpt.run.report import write_report
 
     paths = write_report(args.run_dirs, args.out, budget=args.budget,
-                         wandb_project=args.wandb_project if args.wandb else None)
+                         wandb_project=args.wandb_project if args.wandb else None, replays=args.replays)
     print(paths["markdown"].read_text())
     print(f"report: {', '.join(str(p) for p in paths.values())}")
     return 0
@@ -282,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", help="'embedded' (default, in-process model) or an OpenAI-compatible URL "
                    "such as http://127.0.0.1:8000/v1")
     p.add_argument("--wandb", action="store_true", help="one W&B run for the whole run (offline by default)")
+    p.add_argument("--verbose", action="store_true", help="show Sample Factory's own log on the console "
+                   "(without it: in each training's sf_log.txt; llama.cpp's log is in RUN/llm_logs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any RunConfig field, e.g. --set agents.samples=1")
     add_executor_flags(p)
@@ -313,7 +335,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "says otherwise)")
     p.add_argument("--wandb-project", dest="wandb_project", default="rlgpt",
                    help="the W&B project of --wandb (default: rlgpt)")
+    p.add_argument("--no-replays", dest="replays", action="store_false",
+                   help="skip the replay GIF of one test episode per mode (`rlgpt replay`, each plays one "
+                   "episode of at most 300 steps)")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("replay", help="one test episode of a run's policy as an animated GIF: crafter's "
+                       "frames with the running macro, its source, the inventory and the reward")
+    p.add_argument("run", help="a run directory of `rlgpt run` (its reported policy) or of `rlgpt train`")
+    p.add_argument("--episode", type=int, default=0, metavar="K", help="test episode K of the run's seed "
+                   "(default 0)")
+    p.add_argument("--out", help="the GIF (or .mp4, with imageio-ffmpeg) to write (default: "
+                   "RUN/replay_K.gif)")
+    p.add_argument("--length", type=int, help="episode length (default: the length the run's test "
+                   "evaluation plays); one frame per step")
+    p.add_argument("--deterministic", action="store_true", help="the network's most likely actions instead "
+                   "of sampled ones")
+    p.set_defaults(func=_replay)
 
     p = sub.add_parser("warm", help="compute the LLM's prompt states for every role's system message at a "
                        "config's prompt levels, so the first run on this machine starts warm")

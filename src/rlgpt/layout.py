@@ -6,6 +6,7 @@ A run directory of ``rlgpt run`` (``RUN/``)::
     .lock                    held (flock) by the process running it: one run per directory at a time
     phases.jsonl             one line per finished phase with its wall time
     llm_cache/               every request (prompt) and reply, one JSON file each
+    llm_logs/                the embedded model's llama.cpp log (server-<n>.log per start, tokenizer.log)
     summary.json             the result record: best iteration, success, budget used
     wandb_id.txt             the W&B run id a resumed run continues
     iter_000/slow.json       the decomposition in effect
@@ -66,6 +67,8 @@ RUN_LOCK = ".lock"
 PHASES_JSONL = "phases.jsonl"
 """One line per finished phase: task, iteration, phase and its wall time (`LoopProgress`)."""
 LLM_CACHE = "llm_cache"
+LLM_LOGS = "llm_logs"
+"""The embedded model's llama.cpp output (`rlgpt.llm.isolated.IsolatedBackend`'s ``log_dir``)."""
 SUMMARY_JSON = "summary.json"
 WANDB_ID = "wandb_id.txt"
 SLOW_JSON = "slow.json"

@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -202,8 +203,9 @@ def log_scalars(
 def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: dict[str, Any]) -> None:
     """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
     the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
-    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; the generated code as
-    artifacts. ``config`` is the run's config as a dict."""
+    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; a replay of test episode 0 as
+    ``replay/test_episode_0`` (`rlgpt.run.replay`: a visualisation after the run, its steps in no budget);
+    the generated code as artifacts. ``config`` is the run's config as a dict."""
     import uuid
 
     import wandb
@@ -231,6 +233,9 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
                  "train/steps_used": summary["steps_used"], "budget/steps_used": summary["steps_used"],
                  **{f"budget/total_steps_{k}": v for k, v in (summary.get("steps_by_kind") or {}).items()}}
         run.log(final, step=len(summary["iterations"]))
+        video = _replay_video(run_dir)
+        if video is not None:
+            run.log({"replay/test_episode_0": video}, step=len(summary["iterations"]))
         code = wandb.Artifact(f"code-{run_dir.name}", type="code")
         for path in (sorted(run_dir.glob(f"*/{layout.MACROS_YAML}"))
                      + sorted(run_dir.glob(f"*/{layout.REWARD_PY}"))):
@@ -244,11 +249,27 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
         wandb.teardown()
 
 
+def _replay_video(run_dir: Path) -> Any:
+    """The run's test episode 0 (`rlgpt.run.replay`, at most ``PREVIEW_STEPS``) as a ``wandb.Video``; None,
+    with the reason on stderr, when the run has no policy to replay."""
+    import wandb
+
+    from rlgpt.errors import RlgptError
+    from rlgpt.run.replay import PREVIEW_STEPS, replay
+
+    try:
+        return wandb.Video(str(replay(run_dir, length=PREVIEW_STEPS).path), format="gif")
+    except RlgptError as exc:
+        print(f"rlgpt run: no replay for W&B: {exc}", file=sys.stderr)
+        return None
+
+
 def log_report_to_wandb(project: str, out_dir: Path, tables: dict[str, tuple[list[str], list[list[str]]]],
-                        images: dict[str, Path], config: dict[str, Any]) -> str:
+                        images: dict[str, Path], config: dict[str, Any],
+                        videos: dict[str, Path] | None = None) -> str:
     """One W&B run (``job_type`` report, offline unless ``WANDB_MODE`` says otherwise, files under
-    ``out_dir/wandb``) holding `rlgpt report`'s tables (name -> (columns, rows)) as ``wandb.Table`` and its
-    PNGs as images; returns the run's id."""
+    ``out_dir/wandb``) holding `rlgpt report`'s tables (name -> (columns, rows)) as ``wandb.Table``, its
+    PNGs as images and its replay GIFs as videos; returns the run's id."""
     import wandb
 
     os.environ.setdefault("WANDB_MODE", "offline")
@@ -257,32 +278,65 @@ def log_report_to_wandb(project: str, out_dir: Path, tables: dict[str, tuple[lis
     try:
         run.log({**{f"report/{name}": wandb.Table(columns=columns, data=rows)
                     for name, (columns, rows) in tables.items()},
-                 **{f"report/{name}": wandb.Image(str(path)) for name, path in images.items()}})
+                 **{f"report/{name}": wandb.Image(str(path)) for name, path in images.items()},
+                 **{f"report/{name}": wandb.Video(str(path), format="gif")
+                    for name, path in (videos or {}).items()}})
         return run.id
     finally:
         run.finish()
         wandb.teardown()  # as in `log_to_wandb`: the offline files are complete when this returns
 
 
+QUIET_PHASES = ("train", "marks")
+"""Phases whose own child process prints a progress line (`ProgressLine`): `LoopProgress` only announces
+them; every other phase (the LLM's, probes, evaluations) gets its elapsed time and tokens ticking."""
+
+
+def llm_tokens(metrics: dict[str, float]) -> tuple[int, int]:
+    """(prompt, generated) tokens in an LLM client's cumulative ``llm/<role>/*`` metrics."""
+    prompt = sum(v for k, v in metrics.items() if k.endswith("/prompt_tokens"))
+    generated = sum(v for k, v in metrics.items() if k.endswith("/completion_tokens"))
+    return int(prompt), int(generated)
+
+
 class LoopProgress:
     """The `rlgpt run` status line: phase (plan/slow/fast/probe/train/critic/...), iteration and the
-    primitive-step budget used so far; one line per phase change on stderr (trainings print their own
-    `ProgressLine` in between). With `log_path`, every finished phase also appends a JSON line
+    primitive-step budget used so far; one line per phase on stderr (trainings print their own
+    `ProgressLine` in between). A phase outside `QUIET_PHASES` shows its elapsed seconds and the LLM's
+    tokens so far (`tokens`: answered requests' prompt and generated tokens; `waiting`: the role of the
+    request in flight), rewritten in place on a
+    terminal (every `every_s`, default 1 s) or as a line every 30 s into a log; `close` ends the run with its
+    wall time by phase. With `log_path`, every finished phase also appends a JSON line
     ``{"task", "iteration", "phase", "wall_s"}`` there, so a run's time per phase can be read back (a
     resumed run appends the phases it re-runs; a step read from its file takes ~0 s)."""
 
     def __init__(self, total_steps: int, iterations: int, stream=None,
-                 log_path: str | os.PathLike | None = None):
+                 log_path: str | os.PathLike | None = None, every_s: float | None = None):
         self.total = total_steps
         self.iterations = iterations
         self.stream = stream or sys.stderr
         self.log_path = log_path
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every_s = every_s if every_s is not None else (1.0 if self.tty else 30.0)
         self.steps_used = 0
         """Charged env steps so far (every kind but test evaluation, `rlgpt.run.ledger`)."""
         self.by_kind: dict[str, int] = {}
         """The run's env steps so far per kind."""
+        self.tokens: Any = None
+        """A callable answering the LLM's (prompt, generated) tokens so far (`llm_tokens` of its client's
+        metrics); None: no LLM, no token counts."""
+        self.waiting: Any = None
+        """A callable answering the role of the LLM request in flight (None between requests); None: not
+        shown."""
+        self.wall_s: dict[str, float] = {}
+        """Seconds spent per phase name so far in this process."""
         self.last = ""
         self._open: tuple[str, int, str, float] | None = None
+        self._tokens_at_start = (0, 0)
+        self._lock = threading.Lock()
+        self._stop: threading.Event | None = None
+        self._ticker: threading.Thread | None = None
+        self._started = time.monotonic()
 
     def count(self, ledger: Any) -> None:
         """Show `ledger`'s counts (a `rlgpt.run.ledger.StepLedger`: its ``used`` and ``by_kind()``)."""
@@ -292,26 +346,93 @@ class LoopProgress:
     def phase(self, phase: str, iteration: int, task: str) -> None:
         """Announce a phase of iteration `iteration` (0-based) of `task` (ends the phase before it)."""
         self._close()
-        self._open = (task, iteration, phase, time.monotonic())
         spent = ", ".join(f"{kind} {n:,d}" for kind, n in self.by_kind.items() if n)
         line = (f"rlgpt run: {task} | iteration {iteration + 1}/{self.iterations} | {phase:<6} | "
                 f"budget {self.steps_used:,d}/{self.total:,d} steps" + (f" ({spent})" if spent else ""))
-        if line != self.last:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-            self.last = line
+        self._open = (task, iteration, phase, time.monotonic())
+        self._tokens_at_start = self._read_tokens()
+        if phase in QUIET_PHASES:
+            if line != self.last:
+                self._write(line + "\n")
+        else:
+            self._write(line if self.tty else line + "\n")
+            self._stop = threading.Event()
+            self._ticker = threading.Thread(target=self._tick, args=(line, self._stop), daemon=True,
+                                            name="rlgpt-progress")
+            self._ticker.start()
+        self.last = line
 
     def close(self) -> None:
-        """End the last phase (its time goes to `log_path`)."""
+        """End the last phase (its time goes to `log_path`) and print the wall time by phase."""
         self._close()
+        if self.wall_s:
+            total = time.monotonic() - self._started
+            parts = ", ".join(f"{name} {_seconds(s)}" for name, s in
+                              sorted(self.wall_s.items(), key=lambda kv: -kv[1]))
+            self._write(f"rlgpt run: wall time {_seconds(total)} by phase: {parts}\n")
+
+    def _read_tokens(self) -> tuple[int, int]:
+        return self._call(self.tokens, (0, 0))
+
+    @staticmethod
+    def _call(source: Any, default: Any) -> Any:
+        if source is None:
+            return default
+        try:
+            return source()
+        except Exception:  # a progress line never ends a run (the counts change under it, in another thread)
+            return default
+
+    def _status(self, start: float) -> str:
+        text = f" | {time.monotonic() - start:.0f} s"
+        if self.tokens is not None:
+            prompt, generated = self._read_tokens()
+            text += (f", tokens {prompt - self._tokens_at_start[0]:,d} in / "
+                     f"{generated - self._tokens_at_start[1]:,d} out")
+        role = self._call(self.waiting, None)
+        if role:
+            text += f", the model is answering the {role} request"
+        return text
+
+    def _tick(self, line: str, stop: threading.Event) -> None:
+        start = time.monotonic()
+        while not stop.wait(self.every_s):
+            with self._lock:
+                if stop.is_set():
+                    return
+                status = self._status(start)
+                self._write(f"\r{line}{status}\033[K" if self.tty else f"  ... {line.split('|')[2].strip()}"
+                            f"{status}\n", locked=True)
+
+    def _write(self, text: str, locked: bool = False) -> None:
+        if not locked:
+            with self._lock:
+                self._write(text, locked=True)
+            return
+        self.stream.write(text)
+        self.stream.flush()
 
     def _close(self) -> None:
+        if self._stop is not None:
+            with self._lock:
+                self._stop.set()
+            self._ticker.join()
+            task, iteration, phase, start = self._open
+            status = self._status(start)
+            self._write(f"\r{self.last}{status}\033[K\n" if self.tty else f"  done {phase}{status}\n")
+            self._stop = self._ticker = None
         if self._open is None:
             return
         task, iteration, phase, start = self._open
         self._open = None
+        wall = time.monotonic() - start
+        self.wall_s[phase] = self.wall_s.get(phase, 0.0) + wall
         if self.log_path is not None:
-            record = {"task": task, "iteration": iteration, "phase": phase,
-                      "wall_s": round(time.monotonic() - start, 3)}
+            record = {"task": task, "iteration": iteration, "phase": phase, "wall_s": round(wall, 3)}
             with open(self.log_path, "a") as f:
                 f.write(json.dumps(record) + "\n")
+
+
+def _seconds(s: float) -> str:
+    """``42 s`` or ``3 min 05 s``."""
+    return f"{s:.0f} s" if s < 60 else f"{int(s // 60)} min {int(s % 60):02d} s"

@@ -65,6 +65,11 @@ def test_rlgpt_warm_leaves_a_runs_first_calls_computing_only_their_user_turn(
     assert main(["warm", *settings]) == 0
     out = capsys.readouterr().out
     assert f"prompt states of {len(prompts.TEMPLATES)} system messages" in out and str(states) in out
+    # It says which message it is on before each call (the first one starts the model).
+    n = len(prompts.TEMPLATES)
+    starts = [line.strip() for line in out.splitlines() if line.strip().startswith("warming ")]
+    assert [s.split(":")[0] for s in starts] == [f"warming {i}/{n}" for i in range(1, n + 1)], out
+    assert "(the first starts the model)" in starts[0]
     # A second warm finds every state kept: one token computed per message (the turn it asks for).
     assert main(["warm", *settings]) == 0
     again = capsys.readouterr().out

@@ -120,3 +120,20 @@ def test_bad_inputs_are_refused(embedded: EmbeddedBackend, tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="does not exist"):
         EmbeddedBackend(tmp_path / "missing.gguf")
     assert json.loads(json.dumps(LLMConfig().sampling.to_dict()))["max_tokens"] == 1024
+
+
+def test_the_client_names_the_role_the_model_is_answering(embedded: EmbeddedBackend) -> None:
+    """`LLMClient.in_flight` (what `rlgpt run`'s progress line shows while a request runs): the role while
+    the real model computes, None once it answered."""
+    seen = []
+
+    class Watching:
+        model_id = embedded.model_id
+
+        def complete(self, *args, **kwargs):
+            seen.append(client.in_flight)
+            return embedded.complete(*args, **kwargs)
+
+    client = LLMClient(Watching())
+    client.chat("critic", [{"role": "user", "content": "Say yes."}], sampling=SamplingParams(max_tokens=1))
+    assert seen == ["critic"] and client.in_flight is None

@@ -160,3 +160,84 @@ def test_llama_server_keeps_only_the_last_logits_row(tmp_path: Path) -> None:
     assert settings.logits_all is False
     assert (settings.n_ctx, settings.n_threads, settings.n_threads_batch) == (8192, 2, 2)
     assert settings.cache and settings.cache_type == "disk"
+
+
+def test_serve_refuses_an_exposed_host_without_a_key() -> None:
+    """A listen address other machines can reach needs a key: refused before any model is loaded."""
+    env = {k: v for k, v in _env().items() if k != "RLGPT_API_KEY"}
+    proc = _rlgpt("llm", "serve", "--host", "0.0.0.0", env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("rlgpt: error: --host 0.0.0.0 serves the model"), proc.stderr
+    assert "--api-key" in lines[0]
+
+
+def test_served_key_is_required_and_sent_by_the_client(small_model_path: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rlgpt llm serve` with its key in $RLGPT_API_KEY: the real llama.cpp server answers 401 to a request
+    without it, the key is not on any command line, and the HTTP client built from the LLM config (which
+    reads the same variable) sends it and is answered."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from rlgpt.llm.config import LLMConfig, build_backend
+
+    key = "test-key-31"
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlgpt.cli", "llm", "serve", "--model", str(small_model_path),
+             "--port", str(port), "--n-ctx", "512", "--threads", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=_env(RLGPT_API_KEY=key),
+        )
+    try:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        wait_until_ready(base_url, timeout_s=120, process=proc, log_path=log, api_key=key)
+        assert key.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        request = urllib.request.Request(
+            base_url + "/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"messages": [{"role": "user", "content": "Say yes."}],
+                             "max_tokens": 2}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+        with pytest.raises(urllib.error.HTTPError) as models:
+            urllib.request.urlopen(base_url + "/models", timeout=30)
+        assert models.value.code == 401
+
+        monkeypatch.setenv("RLGPT_API_KEY", key)
+        backend = build_backend(LLMConfig(backend="http", base_url=base_url, model="", max_retries=0))
+        assert backend.api_key == key
+        reply = backend.complete([{"role": "user", "content": "Say yes."}], None,
+                                 SamplingParams(max_tokens=2))
+        assert 1 <= reply.completion_tokens <= 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "(API key required)" in log.read_text()
+
+
+def test_serve_hands_vllm_its_key_in_the_environment(tmp_path: Path) -> None:
+    """With a key, `--host 0.0.0.0` is allowed and vLLM (a stand-in `vllm` executable past the real GPU
+    check, which records what it was started with) gets the key as VLLM_API_KEY, not on its command line."""
+    bin_dir, site = tmp_path / "bin", tmp_path / "site"
+    bin_dir.mkdir()
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    dist = site / "vllm-0.11.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    seen = tmp_path / "seen.txt"
+    _fake_tool(bin_dir, "vllm", f'echo "key=$VLLM_API_KEY argv=$*" > {seen}')
+    _fake_tool(bin_dir, "nvidia-smi", "echo 'GPU 0: NVIDIA H100 (UUID: GPU-0)'")
+    env = {k: v for k, v in _env(PATH=f"{bin_dir}:/usr/bin:/bin", PYTHONPATH=str(site)).items()
+           if k != "RLGPT_API_KEY"}
+    proc = _rlgpt("llm", "serve", "--vllm", "--host", "0.0.0.0", "--api-key", "k-31", env=env)
+    assert proc.returncode == 0, proc.stderr
+    started = seen.read_text().strip()
+    assert started.startswith("key=k-31 argv=serve Qwen/") and "--host 0.0.0.0" in started
+    assert "k-31" not in started.split("argv=", 1)[1] and "k-31" not in proc.stderr
+    assert "(API key required)" in proc.stderr

@@ -4,10 +4,11 @@ reply, played with no RL) write comparable result records, and `rlgpt report` re
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from crafter_helpers import chop_source, fenced
+from crafter_helpers import assert_replay, chop_source, fenced
 from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
@@ -56,12 +57,30 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
     assert table.splitlines()[0] == "| task | ppo | code |"
     assert f"| collect_wood | {ppo['success_rate']:.2f} (n=1) | {code['success_rate']:.2f} (n=1) |" in table
 
-    proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), timeout=300)
+    proc = cli("report", str(ppo_dir), str(code_dir), "--out", str(tmp_path / "report"), "--wandb",
+               "--wandb-project", "rlgpt-test", timeout=600)
     assert proc.returncode == 0, proc.stderr
     markdown = (tmp_path / "report" / "results.md").read_text()
     assert "| collect_wood |" in markdown and "ppo" in markdown and "code" in markdown
     for png in ("results.png", "iterations.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000
+    # One replay per mode embedded: the ppo run's network (found through its summary), the code run's macro.
+    for mode, policy in (("ppo", str(ppo_dir / "ppo" / "train")), ("code", "code: policy")):
+        embedded = re.search(rf"!\[{mode}\]\(replay_{mode}.gif\)\n\nTest episode 0 \(env seed \d+\), "
+                             rf"(\d+) steps, (?:no )?success; played by {re.escape(policy)}\.", markdown)
+        assert embedded, markdown
+        assert_replay(tmp_path / "report" / f"replay_{mode}.gif", int(embedded.group(1)))
+    # W&B (offline) got each replay as a video.
+    offline = list((tmp_path / "report" / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1
+    videos = sorted(p.name.split("_")[1] for p in (offline[0] / "files" / "media").rglob("replay_*.gif"))
+    assert videos == ["code", "ppo"], videos
+
+    proc = cli("replay", str(code_dir), "--episode", "2", "--out", str(tmp_path / "code.gif"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    steps = int(re.search(r"of code: policy: (\d+) steps \(policy \1\)", proc.stdout).group(1))
+    assert f"replay: {tmp_path / 'code.gif'} ({steps} frames)" in proc.stdout
+    assert_replay(tmp_path / "code.gif", steps)
 
 
 def test_report_of_a_directory_without_a_run_is_one_error_line(tmp_path: Path) -> None:

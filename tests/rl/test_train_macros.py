@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from crafter_helpers import assert_replay
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlgpt.config import ConfigError, builtin_config_path, load_config
@@ -52,6 +53,17 @@ def test_macro_run_in_sf_workers(tmp_path, backend):
     failed = round(report.episodes * (1 - report.success_rate))
     assert len(report.traces) == failed
     assert all(t.endswith(("(died)", "(time limit)")) for t in report.traces)
+
+    if backend == "auto":  # `rlgpt replay` of the training directory: a test episode, one frame a step
+        from rlgpt.run.replay import replay
+
+        done = replay(result.run_dir, tmp_path / "replay.gif", episode=1, length=60)
+        from rlgpt.rl.evaluate import eval_seed
+
+        assert done.policy == str(result.run_dir.resolve())
+        assert done.seed == eval_seed("test", int(sf_cfg["seed"] or 0), 1)
+        assert done.frames == done.steps == sum(done.actions.values())
+        assert_replay(done.path, done.steps)
 
 
 def test_stop_at_success_ends_the_run_at_the_first_full_window_past_it(tmp_path):

@@ -21,6 +21,9 @@ class StoredPolicy:
         from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint, load_sf_config
         from rlgpt.rl.model import register_model
         from rlgpt.rl.sf_config import task_from_env_name
+        from rlgpt.rl.worker_boot import apply_console_level
+
+        apply_console_level()  # its model set-up's log lines stay off the console, as in a training
 
         self.policy_dir = Path(policy_dir).resolve()
         """The training directory this policy was loaded from."""

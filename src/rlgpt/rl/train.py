@@ -24,7 +24,7 @@ from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
-from rlgpt.rl.worker_boot import boot_trainer
+from rlgpt.rl.worker_boot import boot_trainer, hold_sf_log, sf_log_to_file
 from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
@@ -146,12 +146,14 @@ def train(
     if cfg.macros.file:
         load_macro_file(cfg.macros.file)
     boot_trainer(cfg.verbose)  # Sample Factory's children die with this process
+    held_log = hold_sf_log()
     env_name = register_task_env(cfg.task)
     register_model()
     run_dir = cfg.resolved_run_dir().resolve()
     sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv, setup)
 
     run_dir = rundir.prepare_run_dir(run_dir)
+    sf_log_to_file(run_dir / layout.SF_LOG, held_log)
     rundir.write_yaml(run_dir / layout.RLGPT_CONFIG, to_dict(cfg))
     remove_partial_checkpoints(run_dir)
     clear_markers(run_dir)

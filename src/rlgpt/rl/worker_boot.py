@@ -8,6 +8,8 @@ its global context, before the process's own work starts.
 
 from __future__ import annotations
 
+import logging
+import logging.handlers
 import os
 import sys
 import warnings
@@ -17,17 +19,49 @@ from rlgpt.rl.checkpoint import install_allow_list
 from rlgpt.rl.workers import is_sf_child_process
 
 SF_CONSOLE_LEVEL_ENV = "RLGPT_SF_CONSOLE_LEVEL"
-"""Sample Factory's console log level (its console handler is module-level in every process it spawns)."""
+"""Sample Factory's console log level (its console handler is module-level in every process it spawns);
+unset: `QUIET_LEVEL`. Its log file (``sf_log.txt`` in the training directory) gets every level."""
+QUIET_LEVEL = "ERROR"
+"""Sample Factory's console level without ``--verbose``: its warnings ("No checkpoints found", "Saved
+parameter configuration ... not found!") describe a normal start, and go to its log file only."""
+SF_LOG_FORMAT = "[%(asctime)s][%(process)05d] %(message)s"
+"""The format of Sample Factory's own file handler (`sample_factory.utils.utils.init_file_logger`)."""
 TRAINER_PID_ENV = "RLGPT_TRAINER_PID"
 """The trainer's pid, inherited by every Sample Factory child it spawns (see `die_with_parent`)."""
 
 
 def apply_console_level() -> None:
-    """Set Sample Factory's console log level in this process from ``RLGPT_SF_CONSOLE_LEVEL``."""
+    """Set Sample Factory's console log level in this process from ``RLGPT_SF_CONSOLE_LEVEL`` (unset:
+    `QUIET_LEVEL`)."""
     from sample_factory.utils import utils as sf_utils
 
-    if os.environ.get(SF_CONSOLE_LEVEL_ENV):
-        sf_utils.stream_handler.setLevel(os.environ[SF_CONSOLE_LEVEL_ENV])
+    sf_utils.stream_handler.setLevel(os.environ.get(SF_CONSOLE_LEVEL_ENV) or QUIET_LEVEL)
+
+
+def hold_sf_log() -> logging.handlers.MemoryHandler:
+    """Keep Sample Factory's log records of this process until `sf_log_to_file` names their file: the
+    ones logged before the training directory exists (its config parse warns there) included."""
+    from sample_factory.utils.utils import log
+
+    _drop_handlers(log, logging.handlers.MemoryHandler)  # an earlier training's that failed before its file
+    held = logging.handlers.MemoryHandler(capacity=100_000, flushLevel=logging.CRITICAL + 1)
+    log.addHandler(held)
+    return held
+
+
+def sf_log_to_file(path: os.PathLike[str] | str, held: logging.handlers.MemoryHandler) -> None:
+    """Send Sample Factory's log of this process to `path` (appending; what `held` kept first), as its own
+    file handler would (which, finding this one, adds none)."""
+    from sample_factory.utils.utils import log
+
+    _drop_handlers(log, logging.FileHandler)  # an earlier training's in this process: its own file
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(SF_LOG_FORMAT))
+    held.setTarget(handler)
+    held.flush()
+    log.removeHandler(held)
+    held.close()
+    log.addHandler(handler)
 
 
 def quiet_known_warnings() -> None:
@@ -57,10 +91,16 @@ def sf_child_dies_with_trainer() -> None:
         os._exit(1)
 
 
+def _drop_handlers(log: logging.Logger, kind: type[logging.Handler]) -> None:
+    for handler in [h for h in log.handlers if isinstance(h, kind)]:
+        log.removeHandler(handler)
+        handler.close()
+
+
 def boot_trainer(verbose: bool) -> None:
     """In the trainer, before Sample Factory starts: the console level (``verbose``: its DEBUG lines, else
-    warnings only, unless ``RLGPT_SF_CONSOLE_LEVEL`` says) and the pid its children die with."""
-    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if verbose else "WARNING")
+    errors only, unless ``RLGPT_SF_CONSOLE_LEVEL`` says) and the pid its children die with."""
+    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if verbose else QUIET_LEVEL)
     os.environ[TRAINER_PID_ENV] = str(os.getpid())
     apply_console_level()
     quiet_known_warnings()

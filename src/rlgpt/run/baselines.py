@@ -117,20 +117,25 @@ class MacroPolicy:
         return [self.action] * len(slots)
 
 
+def macro_policy_env(cfg: RunConfig, code: str, length: int | None = None) -> EpisodeStats:
+    """The env `--mode code` plays its policy macro on (its last action): the task's reported episode length
+    (or `length`), the run's macro limits and seed."""
+    length = length or eval_length(cfg, cfg.task)
+    return EpisodeStats(MacroActionWrapper(make_task_env(TaskSpec.from_name(cfg.task), episode_length=length),
+                                           [MacroSource(POLICY_MACRO, code)], gamma=cfg.train.ppo.gamma,
+                                           max_macro_steps=length, seed=cfg.seed,
+                                           max_time_share=cfg.train.macros.max_time_share,
+                                           budget_grace_seconds=cfg.train.macros.budget_grace_seconds),
+                        run_seed=cfg.seed)
+
+
 def play_macro_policy(cfg: RunConfig, code: str | None) -> dict[str, Any]:
     """Evaluate a macro as the whole policy on the same episodes (seeds, episode length, statistics) as a
     trained policy's evaluation; a macro that never compiled scores 0 with its reason."""
     if code is None:
         return {"ok": False, "error": "the model's policy code never compiled", "success_rate": 0.0,
                 "played_steps": 0, "report": None}
-    spec = TaskSpec.from_name(cfg.task)
-    length = eval_length(cfg, cfg.task)
-    env = EpisodeStats(MacroActionWrapper(make_task_env(spec, episode_length=length),
-                                          [MacroSource(POLICY_MACRO, code)], gamma=cfg.train.ppo.gamma,
-                                          max_macro_steps=length, seed=cfg.seed,
-                                          max_time_share=cfg.train.macros.max_time_share,
-                                          budget_grace_seconds=cfg.train.macros.budget_grace_seconds),
-                     run_seed=cfg.seed)
+    env = macro_policy_env(cfg, code)
     policy = MacroPolicy(env.action_space.n - 1)
     played, failures = [], []
     contain = ContainLimits.from_config(cfg.train.macros)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -350,10 +351,11 @@ def steps_by_kind_table(summaries: list[dict[str, Any]]) -> Table:
 # -- the report -----------------------------------------------------------------------------------------
 
 def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: int | None = None,
-                 wandb_project: str | None = None) -> dict[str, Path]:
+                 wandb_project: str | None = None, replays: bool = True) -> dict[str, Path]:
     """Write the Markdown (`layout.TABLE_MD`), Table 2 as a PNG, the success-vs-steps curves from the
-    budget marks, the per-iteration curves and, for Crafter benchmark runs, the per-achievement chart into
-    `out_dir`; with `wandb_project`, log the same tables and images to one W&B run there.
+    budget marks, the per-iteration curves, for Crafter benchmark runs the per-achievement chart and, with
+    `replays`, one replay GIF per mode (`replay_section`) into `out_dir`; with `wandb_project`, log the
+    same tables and images to one W&B run there.
 
     Returns:
         name -> path of every file written.
@@ -387,6 +389,10 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: in
     for stale in (layout.MARKS_PNG, layout.CRAFTER_PNG):  # an earlier report's, not this one's
         if stale not in {p.name for p in written.values()}:
             (out / stale).unlink(missing_ok=True)
+    if replays:
+        section, gifs = replay_section(run_dirs, summaries, out)
+        sections.append(section)
+        written.update(gifs)
     runs = "\n".join(f"- {_who(s)}" for s in summaries)
     text = (f"# Results at {budget_words(budget)}\n\n" + "\n\n".join(sections)
             + f"\n\n## Runs\n\n{runs}\n")
@@ -395,9 +401,36 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: in
         from rlgpt.tracking import log_report_to_wandb
 
         images = {k: v for k, v in written.items() if v.suffix == ".png"}
+        videos = {k: v for k, v in written.items() if v.suffix == ".gif"}
         log_report_to_wandb(wandb_project, out, {k: (t.columns, t.rows) for k, t in tables.items()}, images,
-                            {"budget": budget, "runs": [s.get("run_dir") for s in summaries]})
+                            {"budget": budget, "runs": [s.get("run_dir") for s in summaries]}, videos)
     return written
+
+
+def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any]], out: Path
+                   ) -> tuple[str, dict[str, Path]]:
+    """One replay per mode (`rlgpt.run.replay`: test episode 0 of the first run of that mode, at most
+    `rlgpt.run.replay.PREVIEW_STEPS` steps) as ``replay_<mode>.gif`` in `out`, and the Markdown embedding
+    them; a run that cannot be replayed (no policy, a missing checkpoint) is named with the reason instead."""
+    from rlgpt.run.replay import PREVIEW_STEPS, replay
+
+    lines, written = [], {}
+    first: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for run_dir, summary in zip(run_dirs, summaries, strict=True):
+        first.setdefault(variant(summary), (Path(run_dir), summary))
+    for name, (run_dir, summary) in first.items():
+        gif = out / f"replay_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name).strip('_')}.gif"
+        try:
+            done = replay(run_dir, gif, length=PREVIEW_STEPS)
+        except (RlgptError, OSError) as exc:
+            gif.unlink(missing_ok=True)
+            lines.append(f"- {_who(summary)}: no replay ({exc})")
+            continue
+        written[gif.stem] = gif
+        lines.append(f"### {name}: {summary['task']}, seed {summary.get('seed', '?')}\n\n"
+                     f"![{name}]({gif.name})\n\nTest episode 0 (env seed {done.seed}), {done.steps} steps, "
+                     f"{'success' if done.success else 'no success'}; played by {done.policy}.")
+    return "## Replays\n\n" + "\n\n".join(lines), written
 
 
 def _table_png(table: Table, path: Path) -> None:

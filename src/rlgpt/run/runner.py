@@ -12,14 +12,14 @@ from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
-from rlgpt.tracking import LoopProgress, log_to_wandb
+from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
 
 def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -> AccountedClient:
     """The run's LLM client (its response cache: ``llm.cache_dir``, by default in the run directory)."""
     from rlgpt.llm.config import build_client
 
-    return AccountedClient(build_client(cfg.llm, backend=backend))
+    return AccountedClient(build_client(cfg.llm, backend=backend, log_dir=run_dir / layout.LLM_LOGS))
 
 
 def make_executor(cfg: RunConfig) -> Executor:
@@ -73,6 +73,8 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
         summary = run_ppo(cfg, run_dir, executor, progress)
     else:
         client = make_client(cfg, run_dir, backend)
+        progress.tokens = lambda: llm_tokens(client.metrics())
+        progress.waiting = lambda: client.inner.in_flight
         from rlgpt.agents.fast import FastAgent
         from rlgpt.macro.contain import ContainLimits
 

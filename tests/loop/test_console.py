@@ -1,0 +1,85 @@
+"""What `rlgpt run` shows on the console: its own lines only (Sample Factory's and llama.cpp's log lines go
+to the run's log files), elapsed time and tokens while a phase runs, and wall time by phase at the end."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from loop_helpers import SMOKE, cli
+
+from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
+from rlgpt.tracking import LoopProgress
+
+SF_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[\d+\]")
+"""The head of every Sample Factory log line (``[date time,ms][pid] message``)."""
+
+
+@pytest.mark.slow
+def test_a_run_prints_no_third_party_log_line_and_ends_with_wall_time_by_phase(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--mode", "ppo", "--steps", "1024")
+    assert proc.returncode == 0, proc.stderr
+    console = proc.stdout + proc.stderr
+    assert not SF_LINE.search(console), console
+    assert "\x1b[" not in console  # no colour codes: Sample Factory's console handler wrote nothing
+    for line in ("No checkpoints found", "Saved parameter configuration for experiment"):
+        assert line not in console
+        assert line in (run_dir / "ppo" / "train" / "sf_log.txt").read_text()
+    assert "rlgpt run: collect_wood | iteration 1/1 | train " in proc.stderr
+    ended = proc.stderr.strip().splitlines()[-1]
+    duration = r"(\d+ min )?\d+ s"
+    assert re.fullmatch(rf"rlgpt run: wall time {duration} by phase: (\w+ {duration}(, )?)+", ended), ended
+    assert "train" in ended
+    # A trained policy loaded outside its training (a test evaluation's child, `rlgpt replay`) is as quiet.
+    replayed = cli("replay", str(run_dir), "--length", "20", "--out", str(tmp_path / "r.gif"), timeout=300)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stderr == "" and not SF_LINE.search(replayed.stdout), replayed.stdout
+
+
+def test_llama_cpp_warnings_go_to_the_backends_log_not_the_console(tmp_path: Path) -> None:
+    """The embedded model's tokenizer (loaded without weights in the run's process) makes llama.cpp warn
+    on the C-level stderr; the warning is in the backend's log directory, the console stays clean."""
+    path = ensure_model(QWEN_CODER_0_5B)
+    code = ("import sys; from rlgpt.llm.isolated import IsolatedBackend\n"
+            "b = IsolatedBackend(sys.argv[1], log_dir=sys.argv[2]); print(b.count_tokens('hello world'))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "logs")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "2" and proc.stderr == ""
+    assert "n_ctx_train" in (tmp_path / "logs" / "tokenizer.log").read_text()
+
+
+def wait_for_text(stream: io.StringIO, text: str) -> str:
+    deadline = time.monotonic() + 60  # a bound for a hung thread, not a timing assumption
+    while text not in stream.getvalue():
+        assert time.monotonic() < deadline, stream.getvalue()
+        time.sleep(0.01)
+    return stream.getvalue()
+
+
+def test_an_llm_phase_shows_elapsed_seconds_and_tokens_while_it_runs(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    answered = [0, 0]
+    progress = LoopProgress(4096, 2, stream=stream, log_path=tmp_path / "phases.jsonl", every_s=0.01)
+    in_flight = ["slow"]
+    progress.tokens = lambda: tuple(answered)
+    progress.waiting = lambda: in_flight[0]
+    progress.phase("slow", 0, "collect_wood")
+    wait_for_text(stream, "tokens 0 in / 0 out, the model is answering the slow request\n")
+    answered[:] = [1200, 80]  # the request was answered
+    in_flight[0] = None
+    wait_for_text(stream, "tokens 1,200 in / 80 out\n")
+    progress.phase("train", 0, "collect_wood")  # a training prints its own progress: no ticking
+    shown = stream.getvalue()
+    assert re.search(r"  done slow \| \d+ s, tokens 1,200 in / 80 out\n", shown), shown
+    assert shown.endswith("| train  | budget 0/4,096 steps\n")
+    progress.close()
+    assert stream.getvalue().splitlines()[-1].startswith("rlgpt run: wall time ")
+    assert [line.split('"phase": ')[1][:7] for line in (tmp_path / "phases.jsonl").read_text().splitlines()] \
+        == ['"slow",', '"train"']
