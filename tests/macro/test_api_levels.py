@@ -25,11 +25,11 @@ def env() -> CrafterEnv:
     return CrafterEnv(length=None)
 
 
-def _call(env: CrafterEnv, seed: int, call: str, inventory: dict[str, int] | None = None,
+def _call(env: CrafterEnv, seed: int, call: tuple[str, tuple], inventory: dict[str, int] | None = None,
           table: bool = False, max_steps: int = 120) -> tuple[bool, GameAPI, int]:
-    """Play ``game.<call>`` (the primitive's own generator, stepping the env with each action it yields)
-    from seed `seed`'s world with `inventory` added and, with `table`, a table on the tile left of the
-    player; (what it returned, the game, the steps it took)."""
+    """Play ``game.<name>(*args)`` (`call` is the name and the args: the primitive's own generator,
+    stepping the env with each action it yields) from seed `seed`'s world with `inventory` added and, with
+    `table`, a table on the tile left of the player; (what it returned, the game, the steps it took)."""
     env.reset(seed=seed)
     player = env.crafter._player
     for item, n in (inventory or {}).items():
@@ -38,9 +38,8 @@ def _call(env: CrafterEnv, seed: int, call: str, inventory: dict[str, int] | Non
         px, py = (int(v) for v in player.pos)
         env.crafter._world[(px - 1, py)] = "table"
     game = GameAPI(env.crafter, random.Random(seed))
-    name, args = call.split("(", 1)
-    actions = eval(f"game.{name}({args[:-1]}, max_steps={max_steps})" if args != ")"
-                   else f"game.{name}(max_steps={max_steps})")
+    name, args = call
+    actions = getattr(game, name)(*args, max_steps=max_steps)
     steps = 0
     try:
         while True:
@@ -51,12 +50,12 @@ def _call(env: CrafterEnv, seed: int, call: str, inventory: dict[str, int] | Non
 
 
 @pytest.mark.parametrize("call, inventory, table, reason", [
-    ('gather("stone")', {}, False, "needs 1 wood_pickaxe"),
-    ('gather("iron")', {"wood_pickaxe": 1}, False, "needs 1 stone_pickaxe"),
-    ('place_item("table")', {"wood": 1}, False, "lacks 1 wood"),
-    ('place_item("furnace")', {"stone": 1}, True, "lacks"),
-    ('craft_item("wood_pickaxe")', {}, True, "lacks 1 wood"),
-    ('craft_item("wood_pickaxe")', {"wood": 1}, False, "needs a table nearby"),
+    (("gather", ("stone",)), {}, False, "needs 1 wood_pickaxe"),
+    (("gather", ("iron",)), {"wood_pickaxe": 1}, False, "needs 1 stone_pickaxe"),
+    (("place_item", ("table",)), {"wood": 1}, False, "lacks 1 wood"),
+    (("place_item", ("furnace",)), {"stone": 1}, True, "lacks"),
+    (("craft_item", ("wood_pickaxe",)), {}, True, "lacks 1 wood"),
+    (("craft_item", ("wood_pickaxe",)), {"wood": 1}, False, "needs a table nearby"),
 ])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_primitive_fails_at_once_with_a_reason_when_a_prerequisite_is_missing(
@@ -64,18 +63,18 @@ def test_a_primitive_fails_at_once_with_a_reason_when_a_prerequisite_is_missing(
     ok, game, steps = _call(env, seed, call, inventory, table)
     assert not ok and steps == 0
     assert reason in game.last_failure, game.last_failure
-    assert game.achievements.get("make_wood_pickaxe", 0) == 0 and game.item("wood_pickaxe") in (0, 1)
+    assert not any(game.achievements.values())  # nothing was made, placed or collected on the way
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_primitive_reaches_its_goal_when_its_prerequisites_hold(seed, env) -> None:
-    ok, game, _ = _call(env, seed, 'gather("wood", n=2)')
+    ok, game, _ = _call(env, seed, ("gather", ("wood", 2)))
     assert ok and game.item("wood") == 2 and game.last_failure == ""
-    ok, game, _ = _call(env, seed, 'place_item("table")', {"wood": 2})
+    ok, game, _ = _call(env, seed, ("place_item", ("table",)), {"wood": 2})
     assert ok and game.achievements["place_table"] == 1
-    ok, game, _ = _call(env, seed, 'craft_item("wood_pickaxe")', {"wood": 1}, table=True)
+    ok, game, _ = _call(env, seed, ("craft_item", ("wood_pickaxe",)), {"wood": 1}, table=True)
     assert ok and game.item("wood_pickaxe") == 1
-    ok, game, _ = _call(env, seed, 'gather("sapling")', max_steps=200)
+    ok, game, _ = _call(env, seed, ("gather", ("sapling",)), max_steps=200)
     assert ok and game.item("sapling") == 1
 
 

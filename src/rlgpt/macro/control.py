@@ -6,11 +6,15 @@ primitives: explore until something is in view, walk to it, collect N of a mater
 craft at a station, attack a creature, drink, eat, rest. Generated code composes them::
 
     def make_pickaxe(game):
-        ok = yield from game.collect("wood", 3)
+        ok = yield from game.gather("wood", 3)
         if ok:
-            ok = yield from game.place("table")
+            ok = yield from game.place_item("table")
         if ok:
-            yield from game.craft("wood_pickaxe")
+            ok = yield from game.craft_item("wood_pickaxe")
+
+Two sets (`PRIMITIVES`, `EXPERT`; the API level says which macro code may call, `rlgpt.macro.api`): the
+primitives do one thing each and fail at once, saying why (`GameAPI.last_failure`), when a prerequisite is
+missing; the expert calls (collect, place, craft) solve their prerequisites first.
 
 Each primitive is a generator of primitive action names that stops after at most ``max_steps`` actions
 and returns whether it reached its goal. Goals are counted on crafter's own counters (achievements and

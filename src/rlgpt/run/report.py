@@ -154,9 +154,9 @@ def writers_table(summaries: list[dict[str, Any]]) -> Table:
     (summed over seeds), the model's and the library's share, and how many runs kept expert code at all."""
     rows, notes = [], []
     for task, v, runs in _cells(summaries):
-        known = [(s, w) for s in runs if (w := run_writers(s)) is not None]
         if v.split("[", 1)[0] not in LLM_MODES:
             continue
+        known = [(s, w) for s in runs if (w := run_writers(s)) is not None]
         counts = {w: sum(c[w] for _, (c, _) in known) for w in WRITERS}
         total = sum(counts.values())
         expert_runs = sum(1 for _, (_, e) in known if e)
