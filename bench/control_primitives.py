@@ -110,6 +110,18 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("attack cow (eat)", "game.eat()", "eat_cow", "cow"),
     Scenario("attack zombie", 'game.attack("zombie")', "defeat_zombie", "zombie", prepare=_zombie_nearby),
     Scenario("rest", "game.rest()", "wake_up", None, prepare=_tired),
+    # The primitives level (`agents.api=primitives`): the same goals with their prerequisites held.
+    Scenario("gather wood x2", 'game.gather("wood", 2)', "collect_wood", "tree"),
+    Scenario("gather stone (wood pickaxe held)", 'game.gather("stone")', "collect_stone", "stone",
+             {"wood_pickaxe": 1}),
+    Scenario("gather coal (wood pickaxe held)", 'game.gather("coal")', "collect_coal", "coal",
+             {"wood_pickaxe": 1}),
+    Scenario("place_item table", 'game.place_item("table")', "place_table", None, {"wood": 2}),
+    Scenario("place_item furnace", 'game.place_item("furnace")', "place_furnace", None, {"stone": 4}),
+    Scenario("craft_item wood_pickaxe (table 2 away)", 'game.craft_item("wood_pickaxe")', "make_wood_pickaxe",
+             None, {"wood": 1}, (("table", (2, 0)),)),
+    Scenario("craft_item stone_pickaxe (table 2 away)", 'game.craft_item("stone_pickaxe")',
+             "make_stone_pickaxe", None, {"wood": 1, "stone": 1}, (("table", (0, 2)),)),
 )
 
 

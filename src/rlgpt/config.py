@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -446,16 +447,19 @@ class AgentConfig:
     reward_dry_run_steps: int = 20
     """Random steps a compiled reward is run for before training; a runtime failure is repaired like a
     compile error."""
-    api: str = "skills"
-    """What the fast agent's prompt documents of the macro API: ``skills`` (queries, moves and the control
-    primitives `game.collect`, `game.craft`, ... of `rlgpt.macro.control`) or ``basic`` (queries and moves
-    only; the ablation). Both compile the same code."""
+    api: str = "expert"
+    """What macro code may use of the game object, documented in every prompt and enforced by the compiler
+    (`rlgpt.macro.api.API_LEVELS`): ``basic`` (queries and moves only), ``primitives`` (also the control
+    primitives `game.gather`, `game.place_item`, `game.craft_item`, `game.walk_to`, ...: each does one thing
+    and fails with `game.last_failure` set when a prerequisite is missing) or ``expert`` (also
+    `game.collect`, `game.place`, `game.craft`, which solve their own prerequisites). ``skills`` is the old
+    name of ``expert`` and still loads (with a warning)."""
     goal_fallback: bool = True
     """When no sampled macro of a coded sub-action reached its goal in every probe call, also probe the
-    trusted one-call goal macro (`rlgpt.macro.control.goal_macro_code`, e.g.
-    ``yield from game.collect("stone")``) and keep it if it probes better (recorded as ``fallback`` in
-    ``fast.json``). Off for ablations of the model's own code; only at ``api: skills`` (the fallback is
-    made of control primitives)."""
+    trusted one-call goal macro (`rlgpt.macro.control.goal_macro_code`, expert code such as
+    ``yield from game.collect("stone")``) and keep it if it probes better (its source is ``expert`` in
+    ``fast.json``, the summary and the report). Off for results on the model's own code
+    (``--set agents.api=primitives --set agents.goal_fallback=false``); never at ``api: basic``."""
     critic_max_chars: int = 6000
     """Upper bound on the evaluation/probe/diagnostics text in the critic's prompt."""
     env_doc: str = "full"
@@ -491,8 +495,15 @@ class AgentConfig:
             raise ConfigError("agents.probe_calls_per_episode and agents.probe_max_steps must be >= 1")
         if self.temperature < 0:
             raise ConfigError(f"agents.temperature must be >= 0, got {self.temperature}")
-        from rlgpt.agents.api_doc import API_LEVELS  # here: the config module stays free of crafter
+        # Imported here: the config module stays free of crafter.
+        from rlgpt.macro.api import API_LEVELS, DEPRECATED_LEVELS
 
+        if self.api in DEPRECATED_LEVELS:
+            level = DEPRECATED_LEVELS[self.api]
+            warnings.warn(f"agents.api={self.api!r} is deprecated: it means {level!r} now (the "
+                          f"prerequisite-solving collect/place/craft); write agents.api={level}",
+                          FutureWarning, stacklevel=2)
+            self.api = level
         if self.api not in API_LEVELS:
             raise ConfigError(f"agents.api must be one of {', '.join(API_LEVELS)}, got {self.api!r}")
 

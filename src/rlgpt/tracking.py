@@ -331,12 +331,28 @@ class LoopProgress:
         self.wall_s: dict[str, float] = {}
         """Seconds spent per phase name so far in this process."""
         self.last = ""
+        self.written_by: dict[str, str] = {}
+        """Who wrote each kept macro of the iteration (`rlgpt.run.records.kept_writers`)."""
         self._open: tuple[str, int, str, float] | None = None
         self._tokens_at_start = (0, 0)
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
         self._ticker: threading.Thread | None = None
         self._started = time.monotonic()
+
+    def code(self, written_by: dict[str, str]) -> None:
+        """Show who wrote the iteration's kept macros (sub-action -> model, library or expert) from now on."""
+        self.written_by = dict(written_by)
+
+    def code_text(self) -> str:
+        """``code model 2/3, expert 1/3 (EXPERT CODE)``: the share of the kept macros each writer wrote, and a
+        mark when any is expert code; "" before any macro was kept."""
+        total = len(self.written_by)
+        if not total:
+            return ""
+        writers = list(dict.fromkeys(self.written_by.values()))
+        shares = ", ".join(f"{w} {list(self.written_by.values()).count(w)}/{total}" for w in writers)
+        return f"code {shares}" + (" (EXPERT CODE)" if "expert" in writers else "")
 
     def count(self, ledger: Any) -> None:
         """Show `ledger`'s counts (a `rlgpt.run.ledger.StepLedger`: its ``used`` and ``by_kind()``)."""
@@ -348,7 +364,8 @@ class LoopProgress:
         self._close()
         spent = ", ".join(f"{kind} {n:,d}" for kind, n in self.by_kind.items() if n)
         line = (f"rlgpt run: {task} | iteration {iteration + 1}/{self.iterations} | {phase:<6} | "
-                f"budget {self.steps_used:,d}/{self.total:,d} steps" + (f" ({spent})" if spent else ""))
+                f"budget {self.steps_used:,d}/{self.total:,d} steps" + (f" ({spent})" if spent else "")
+                + (f" | {self.code_text()}" if self.written_by else ""))
         self._open = (task, iteration, phase, time.monotonic())
         self._tokens_at_start = self._read_tokens()
         if phase in QUIET_PHASES:

@@ -169,7 +169,7 @@ IDLE = "```python\ndef get_stone(game):\n    for i in range(3):\n        yield \
 
 
 @pytest.mark.parametrize("knobs, offered", [({}, True), ({"goal_fallback": False}, False),
-                                            ({"api": "basic"}, False)])
+                                            ({"api": "basic"}, False), ({"api": "primitives"}, True)])
 def test_a_sub_action_no_sample_reaches_gets_the_trusted_goal_macro_when_it_probes_better(
         client: LLMClient, recording: Recording, knobs: dict, offered: bool) -> None:
     config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0, code_max_tokens=256,
@@ -189,6 +189,23 @@ def test_a_sub_action_no_sample_reaches_gets_the_trusted_goal_macro_when_it_prob
     assert choice.best is fallback and choice.source is not None
     assert 'yield from game.collect("stone"' in choice.source.code
     assert choice.to_dict()["candidates"][1]["fallback"] is True
+    # Expert code at any level, and labelled so; the model's candidate is the model's.
+    assert fallback.written_by == "expert" and choice.candidates[0].written_by == "model"
+    assert choice.written_by == "expert" and choice.to_dict()["written_by"] == "expert"
+
+
+def test_at_the_primitives_level_an_expert_call_does_not_compile_and_the_model_is_told_why(
+        client: LLMClient, recording: Recording) -> None:
+    config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0, code_max_tokens=256,
+                         probe_seeds=(0,), probe_max_steps=50, api="primitives", goal_fallback=False)
+    agent = FastAgent(client, config)
+    expert = "```python\ndef get_stone(game):\n    ok = yield from game.collect(\"stone\")\n```"
+    record_reply(client, agent.macro_messages("collect_stone", STONE), expert, agent._sampling(0))
+    choice = agent.write_macro("collect_stone", STONE)
+    attempt = choice.candidates[0].code.attempts[0]
+    assert choice.best is None and [d.kind for d in attempt.diagnostics] == ["api_level"]
+    assert "game.gather" in attempt.diagnostics[0].message
+    assert "game.collect(" not in agent.macro_messages("collect_stone", STONE)[0]["content"]
 
 
 def test_the_horizon_floor_fits_the_chosen_macros_chain_twice() -> None:

@@ -109,7 +109,7 @@ def test_repair_without_a_model_plan_follows_the_dependency_graph() -> None:
     assert plan_problems(bad, ("place_table",)) == ["place_table needs collect_wood earlier in the plan"]
 
 
-@pytest.mark.parametrize("api", ["skills", "basic"])
+@pytest.mark.parametrize("api", ["expert", "primitives", "basic"])
 def test_every_roles_prompt_starts_with_the_same_tokens(agent_model, api: str) -> None:
     # What llama.cpp reuses across calls is the longest common token prefix: every role's system message
     # must start with the same rules + API text (at the run's API level), so that a role's first call

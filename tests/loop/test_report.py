@@ -151,7 +151,7 @@ def test_ablation_runs_get_their_own_column(tmp_path: Path) -> None:
             summary(TASK, "rlgpt", 0, 0.4, None, "agents.env_doc=rules", "agents.examples=false"),
             summary(TASK, "code", 0, 0.3, None, "agents.examples=false"),
             summary(TASK, "ppo", 0, 0.2, None, "agents.env_doc=none")]  # ppo has no prompts: no label
-    assert runs[1]["prompt_knowledge"] == {"env_doc": "none", "examples": True, "api": "skills",
+    assert runs[1]["prompt_knowledge"] == {"env_doc": "none", "examples": True, "api": "expert",
                                            "goal_fallback": True}
     table = table2(runs)
     assert table.columns == ["task", "ppo", "code[examples=off]", "rlgpt", "rlgpt[env_doc=none]",
@@ -173,10 +173,18 @@ def test_the_api_ablation_gets_its_own_column_and_basic_ignores_the_fallback(tmp
                              "rlgpt[goal_fallback=off]"]
     assert table.rows[0][1:3] == ["1.00 (n=1)", "0.00 (n=1)"]
     assert table.rows[0][4].startswith("0.30 ± 0.14 (n=2")
-    # A summary from before these keys: the defaults (skills, fallback on), the plain column.
+    # A summary from before these keys: the defaults (expert, fallback on), the plain column; one that
+    # names the old level ``skills`` too.
     old = summary(TASK, "rlgpt", 2, 0.8)
     old["prompt_knowledge"] = {"env_doc": "full", "examples": True}
-    assert table2([*runs[:2], old]).rows[0][1].startswith("0.80 ± 0.10 (n=3")
+    older = summary(TASK, "rlgpt", 3, 0.8)
+    older["prompt_knowledge"] = {"env_doc": "full", "examples": True, "api": "skills", "goal_fallback": True}
+    assert table2([*runs[:2], old, older]).rows[0][1].startswith("0.80 ± 0.08 (n=4")
+    # The primitives level, with and without the fallback (it exists at every level but basic).
+    prim = [summary(TASK, "rlgpt", 0, 0.6, None, "agents.api=primitives"),
+            summary(TASK, "rlgpt", 0, 0.5, None, "agents.api=primitives", "agents.goal_fallback=false")]
+    assert table2(prim).columns == ["task", "rlgpt[api=primitives]",
+                                    "rlgpt[api=primitives,goal_fallback=off]"]
 
 
 def test_code_that_never_compiled_is_reported_as_unplayed_not_as_unrecorded(tmp_path: Path) -> None:
@@ -225,7 +233,7 @@ def test_report_cli_budget_and_wandb_tables_offline(tmp_path: Path, monkeypatch)
     assert len(offline) == 1
     media = offline[0] / "files" / "media"
     logged = {p.name.split("_")[0]: json.loads(p.read_text()) for p in media.rglob("*.table.json")}
-    assert set(logged) == {"table2", "steps"}  # table2, steps_to_success, steps_by_kind
+    assert set(logged) == {"table2", "steps", "writers"}  # table2, steps_to_success, steps_by_kind, writers
     tables = [json.loads(p.read_text()) for p in media.rglob("*.table.json")]
     table2_logged = next(t for t in tables if t["columns"] == ["task", "rlgpt"])
     assert table2_logged["data"] == [[TASK, "0.70 ± 0.20 (n=3, 0.50-0.90)"]]

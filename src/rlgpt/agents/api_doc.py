@@ -9,15 +9,18 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from crafter import constants
+
 from rlgpt.envs.crafter import MATERIALS
 from rlgpt.macro import control
-from rlgpt.macro.api import API_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI
+from rlgpt.macro.api import API_LEVELS, LEVEL_MEMBERS, OBJECT_KINDS, SLOT_DOCS, GameAPI, api_level
 from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES
 from rlgpt.macro.validate import SAFE_METHODS
 
-API_LEVELS = ("basic", "skills")
-"""What the prompt documents: ``basic`` (queries and moves only) or ``skills`` (also the control primitives,
-`rlgpt.macro.control`). Both levels compile the same code; the level only changes what the model is told."""
+__all__ = ["API_LEVELS", "api_reference"]
+
+_TABLE_WOOD = constants.place["table"]["uses"]["wood"]
+"""Wood a table uses (crafter's data), for the primitives level's example."""
 
 
 def _doc(member: Any) -> str:
@@ -41,14 +44,14 @@ def _signature(member: Any) -> str:
                                       else f" -> {str(returns).strip(chr(39))}")
 
 
-def api_reference(level: str = "skills") -> str:
+def api_reference(level: str = "expert") -> str:
     """Plain-text reference of what macro code may use, for the fast agent's prompt (``$macro_api``).
 
     Built from `GameAPI`'s own docstrings, so the prompt cannot drift from the code. `level` is one of
-    `API_LEVELS`.
+    `rlgpt.macro.api.API_LEVELS` (the compiler enforces the same `LEVEL_MEMBERS`).
     """
-    if level not in API_LEVELS:
-        raise ValueError(f"api level must be one of {API_LEVELS}, got {level!r}")
+    level = api_level(level)
+    members = LEVEL_MEMBERS[level]
     lines = [
         "Write `def <name>(game):` as a generator; `yield` one primitive action name per step;"
         " `return` when done.",
@@ -58,7 +61,7 @@ def api_reference(level: str = "skills") -> str:
         f"Materials: {', '.join(MATERIALS)}. Object kinds: {', '.join(OBJECT_KINDS)}.",
         "game members:",
     ]
-    for name in sorted(API_MEMBERS - {"actions", "materials", "object_kinds", *control.PRIMITIVES}):
+    for name in sorted(members - {"actions", "materials", "object_kinds", *control.GENERATORS}):
         member = getattr(GameAPI, name)
         doc = SLOT_DOCS.get(name) or (getattr(member, "__doc__", None) or "").strip().split("\n")[0]
         if callable(member) and not isinstance(member, property):
@@ -66,14 +69,23 @@ def api_reference(level: str = "skills") -> str:
             lines.append(f"  game.{name}{signature}: {doc}")
         else:
             lines.append(f"  game.{name}: {doc}")
-    if level == "skills":
+    generators = [name for name in control.GENERATORS if name in members]
+    if generators:
         lines.append("Control primitives: generators of actions; use `ok = yield from game.<name>(...)`; "
                      "each stops within max_steps and returns True when it reached its goal:")
         lines += [f"  game.{name}{_call_signature(getattr(GameAPI, name))}: "
                   f"{_doc(getattr(GameAPI, name)).removeprefix('Use `yield from`: ')}"
-                  for name in control.PRIMITIVES]
-        lines += ["  They collect missing ingredients, tools and stations first. One call can be a whole"
-                  " sub-action, e.g.:",
+                  for name in generators]
+    if level == "primitives":
+        lines += ["  Each does one thing: when a prerequisite is missing (the tool, the items, a station) it"
+                  " returns False at once and game.last_failure says why; get the prerequisite first, e.g.:",
+                  "    def make_table(game):",
+                  f"        if game.item(\"wood\") < {_TABLE_WOOD}:",
+                  f"            ok = yield from game.gather(\"wood\", n={_TABLE_WOOD} - game.item(\"wood\"))",
+                  "        ok = yield from game.place_item(\"table\")"]
+    elif level == "expert":
+        lines += ["  collect, place and craft collect missing ingredients, tools and stations first. One"
+                  " call can be a whole sub-action, e.g.:",
                   "    def get_stone(game):",
                   "        ok = yield from game.collect(\"stone\", n=2)"]
     lines += [

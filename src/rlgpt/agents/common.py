@@ -22,7 +22,7 @@ def check_env_doc(env_doc: str) -> None:
 
 
 @cache
-def documentation(api: str = "skills", env_doc: str = "full") -> dict[str, str]:
+def documentation(api: str = "expert", env_doc: str = "full") -> dict[str, str]:
     """The prompt values every role shares: ``env_rules`` (crafter's rules; at `env_doc` ``none`` only the
     action list, `actions_only`) and ``macro_api`` (at API level `api`, one of
     `rlgpt.agents.api_doc.API_LEVELS`).

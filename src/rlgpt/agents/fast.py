@@ -15,7 +15,7 @@ import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlgpt import prompts
 from rlgpt.agents.code import CodeAttempt, CodeResult, write_code
@@ -59,6 +59,10 @@ REWARD_MIN_STEADY = 5
 """Dry-run steps without any count change needed before a reward paid on most of them is rejected."""
 
 
+WrittenBy = Literal["model", "library", "expert"]
+"""Who wrote a macro (`MacroCandidate.written_by`; `rlgpt.run.records.WRITERS` counts them)."""
+
+
 @dataclass
 class MacroCandidate:
     """One sampled macro: its compile-and-repair history and, when it compiled, its probe."""
@@ -71,16 +75,22 @@ class MacroCandidate:
     """Probe of the compiled macro (None when it never compiled)."""
     revises: int | None = None
     """Index of the candidate whose probe this one was asked to fix (None for an independent sample)."""
-    fallback: bool = False
-    """True for the trusted goal macro (`macro.control.goal_macro_code`), not written by the model: offered
-    when no sample reached the goal in every probe call, and kept only when it probes better."""
+    written_by: WrittenBy = "model"
+    """Who wrote the code: ``model`` (in this run), ``library`` (the model, earlier, verified: a stored
+    skill) or ``expert`` (the trusted goal macro, `macro.control.goal_macro_code`: offered when no sample
+    reached the goal in every probe call, and kept only when it probes better)."""
+
+    @property
+    def fallback(self) -> bool:
+        """Whether this is the trusted goal macro (expert code)."""
+        return self.written_by == "expert"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (``fallback`` kept beside ``written_by`` for readers of older runs' files)."""
         return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
                 "attempts": [a.to_dict() for a in self.code.attempts],
                 "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises,
-                "fallback": self.fallback}
+                "written_by": self.written_by, "fallback": self.fallback}
 
 
 @dataclass
@@ -105,10 +115,15 @@ class MacroChoice:
         code = compiled.source.code if isinstance(compiled, CompiledMacro) else self.best.code.code
         return MacroSource(self.subaction.name, code, self.subaction.description)
 
+    @property
+    def written_by(self) -> WrittenBy | None:
+        """Who wrote the kept macro (`MacroCandidate.written_by`; None when none was kept)."""
+        return None if self.best is None else self.best.written_by
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"subaction": self.subaction.name, "best": None if self.best is None else self.best.index,
-                "candidates": [c.to_dict() for c in self.candidates]}
+                "written_by": self.written_by, "candidates": [c.to_dict() for c in self.candidates]}
 
 
 @dataclass
@@ -294,10 +309,11 @@ class FastAgent:
         return ("Stored skills that already work; call one with `ok = yield from skills.<name>(game)`:\n"
                 + "\n".join(lines))
 
-    def compile_macro_code(self, name: str, code: str) -> CompiledMacro:
+    def compile_macro_code(self, name: str, code: str, api: str | None = None) -> CompiledMacro:
         """The compile step of the repair loop (raises MacroCompileError): stored skills it calls are
-        linked in first."""
-        return compile_macro(MacroSource(name, link_skills(name, code, self.code_skills)), self.limits)
+        linked in first; the code may use the game members of API level `api` (the config's by default)."""
+        return compile_macro(MacroSource(name, link_skills(name, code, self.code_skills)), self.limits,
+                             api or self.config.api)
 
     def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
         """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none), each episode
@@ -381,20 +397,22 @@ class FastAgent:
     def _trusted(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> MacroCandidate | None:
         """The trusted one-call goal macro of `choice`'s sub-action (`goal_macro_code`: e.g.
         ``yield from game.collect("stone")``), compiled and probed on first need (None: there is none, or
-        the config turns it off: `AgentConfig.goal_fallback`, API level ``basic``)."""
+        the config turns it off: `AgentConfig.goal_fallback`, API level ``basic``). It is expert code at
+        any level (compiled as such), and recorded as ``written_by: expert``."""
         sub = choice.subaction
-        if choice.trusted is not None or not self.config.goal_fallback or self.config.api != "skills" \
+        if choice.trusted is not None or not self.config.goal_fallback or self.config.api == "basic" \
                 or not sub.goal:
             return choice.trusted
         code = goal_macro_code(sub.name, sub.goal, self.config.probe_max_steps)
         if code is None:
             return None
-        compiled = self.compile_macro_code(sub.name, code)  # trusted source: a failure here is a bug
+        compiled = self.compile_macro_code(sub.name, code, "expert")  # trusted: a failure here is a bug
         self.on_phase("probe")
         probe = self.probe(compiled, sub.goal, setup)
         self.on_phase("fast")
         result = CodeResult(code, compiled, [CodeAttempt("", code, ())])
-        choice.trusted = MacroCandidate(-1, result, probe, fallback=True)  # its index: where it is offered
+        # Its index: where it is offered.
+        choice.trusted = MacroCandidate(-1, result, probe, written_by="expert")
         return choice.trusted
 
     @staticmethod

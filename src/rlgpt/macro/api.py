@@ -80,6 +80,8 @@ class GameAPI:
         "_origin",
         "_size",
         "_work",
+        "_failure",
+        "_stations",
         "steps",
         "last_reward",
     )
@@ -106,6 +108,9 @@ class GameAPI:
         self._origin = (0, 0)
         # Element work (tiles looked at) of the searches: the sandbox charges macro code for it.
         self._work = 0
+        self._failure = ""
+        # Where a station (table, furnace) was last seen in the episode (`control.craft_item` walks back).
+        self._stations: dict[str, tuple[int, int]] = {}
         self.steps = 0
         self.last_reward = 0.0
 
@@ -360,7 +365,28 @@ class GameAPI:
 
     # ------------------------------------------------------------------ control primitives (yield from)
     # Trusted generators (`rlgpt.macro.control`): each yields actions, stops within max_steps and returns
-    # whether it reached its goal. Arguments are checked here, at the call, before any step.
+    # whether it reached its goal. Arguments are checked here, at the call, before any step. Which of them
+    # macro code may call is its API level's (`LEVEL_MEMBERS`, enforced by the compiler).
+
+    @property
+    def last_failure(self) -> str:
+        """Why the last control primitive call returned False ("" when it reached its goal or none ran)."""
+        return self._failure
+
+    def gather(self, name: str, n: int = 1, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: collect n of a material or item the player can already collect (tree/wood,
+        stone, coal, iron, diamond, water/drink, grass/sapling); False if the tool it needs is not held."""
+        return control.gather(self, name, n, max_steps)
+
+    def place_item(self, item: str, max_steps: int = control.DEFAULT_STEPS // 4) -> control.Actions:
+        """Use `yield from`: place an item the inventory holds (stone, table, furnace, plant) next to the
+        player; True if placed, False if the inventory lacks what it uses."""
+        return control.place_item(self, item, max_steps)
+
+    def craft_item(self, item: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
+        """Use `yield from`: make item (wood_pickaxe, wood_sword, ...) from ingredients the inventory holds,
+        next to its station(s), walking to one in view or seen earlier (never building one); True if made."""
+        return control.craft_item(self, item, max_steps)
 
     def explore(self, kind: str, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
         """Use `yield from`: walk (avoiding water and lava) until `kind` is in view; returns True if it is."""
@@ -409,4 +435,28 @@ SLOT_DOCS: dict[str, str] = {  # docs of the members that are plain slots (no do
 }
 
 API_MEMBERS: frozenset[str] = frozenset(name for name in dir(GameAPI) if not name.startswith("_"))
-"""Public names of `GameAPI` (the attribute allow-list for the game object)."""
+"""Public names of `GameAPI` (the attribute allow-list for the game object at the ``expert`` level)."""
+
+API_LEVELS: tuple[str, ...] = ("basic", "primitives", "expert")
+"""What macro code may use of the game object (`LEVEL_MEMBERS`), each level a superset of the one before:
+``basic``: queries and moves; ``primitives``: also the control primitives (`control.PRIMITIVES`: explore,
+walk to, gather what the player can already collect, place what it holds, craft what it has the
+ingredients for at a station that exists, attack, drink, eat, rest; each does one thing and says why it
+failed in `GameAPI.last_failure`); ``expert``: also `control.EXPERT` (collect/place/craft that solve their
+own prerequisites: one call is a whole chain). The prompt documents the level and the compiler enforces it."""
+DEPRECATED_LEVELS: dict[str, str] = {"skills": "expert"}
+"""Old level names that still load (recorded configs), and the level each means now."""
+LEVEL_MEMBERS: dict[str, frozenset[str]] = {
+    "basic": API_MEMBERS - {*control.GENERATORS, "last_failure"},
+    "primitives": API_MEMBERS - set(control.EXPERT),
+    "expert": API_MEMBERS,
+}
+"""The `GameAPI` members macro code may use at each API level."""
+
+
+def api_level(name: str) -> str:
+    """The API level `name` means (a deprecated name maps to its level); ValueError for an unknown one."""
+    level = DEPRECATED_LEVELS.get(name, name)
+    if level not in API_LEVELS:
+        raise ValueError(f"api level must be one of {', '.join(API_LEVELS)}, got {name!r}")
+    return level

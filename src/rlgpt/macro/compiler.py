@@ -100,18 +100,23 @@ class CompiledMacro:
         return gen
 
 
-def check_macro(source: MacroSource, limits: MacroLimits | None = None) -> tuple[Diagnostic, ...]:
-    """Every reason ``source`` would be rejected (empty when it compiles)."""
+def check_macro(source: MacroSource, limits: MacroLimits | None = None, api: str = "expert"
+                ) -> tuple[Diagnostic, ...]:
+    """Every reason ``source`` would be rejected at API level `api` (empty when it compiles)."""
     limits = limits or MacroLimits()
     problem = unparsable(source.code, limits)
     if problem is not None:
         return (problem,)
     tree = ast.parse(source.code, filename=f"<macro:{source.name}>")
-    return tuple(Validator(source.code, source.name).run(tree))
+    return tuple(Validator(source.code, source.name, api).run(tree))
 
 
-def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) -> CompiledMacro:
-    """Validate and instrument macro source; raises `MacroCompileError` listing every problem.
+def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None, api: str = "expert"
+                  ) -> CompiledMacro:
+    """Validate and instrument macro source; raises `MacroCompileError` listing every problem. `api`: the
+    API level (`rlgpt.macro.api.API_LEVELS`) whose game members the code may use; a call above it is an
+    ``api_level`` diagnostic. The fast agent compiles the model's code at its configured level; trusted
+    code and recompiles of accepted macros (workers) at ``expert``, which allows every member.
 
     Any input, of any size or nesting, gives a `CompiledMacro` or a `MacroCompileError`; never another
     exception.
@@ -119,7 +124,7 @@ def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None) 
     limits = limits or MacroLimits()
     if not isinstance(source, MacroSource):
         source = MacroSource.from_code(source, limits=limits)
-    problems = check_macro(source, limits)
+    problems = check_macro(source, limits, api)
     if problems:
         raise MacroCompileError(source.name, problems)
     code = _instrumented(source.name, source.code, f"<macro:{source.name}>")

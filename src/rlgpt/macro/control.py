@@ -6,11 +6,15 @@ primitives: explore until something is in view, walk to it, collect N of a mater
 craft at a station, attack a creature, drink, eat, rest. Generated code composes them::
 
     def make_pickaxe(game):
-        ok = yield from game.collect("wood", 3)
+        ok = yield from game.gather("wood", 3)
         if ok:
-            ok = yield from game.place("table")
+            ok = yield from game.place_item("table")
         if ok:
-            yield from game.craft("wood_pickaxe")
+            ok = yield from game.craft_item("wood_pickaxe")
+
+Two sets (`PRIMITIVES`, `EXPERT`; the API level says which macro code may call, `rlgpt.macro.api`): the
+primitives do one thing each and fail at once, saying why (`GameAPI.last_failure`), when a prerequisite is
+missing; the expert calls (collect, place, craft) solve their prerequisites first.
 
 Each primitive is a generator of primitive action names that stops after at most ``max_steps`` actions
 and returns whether it reached its goal. Goals are counted on crafter's own counters (achievements and
@@ -72,6 +76,8 @@ _HEADING_STEPS = 6
 """Steps an explorer keeps a chosen heading before weighing the directions again."""
 _LOOKAHEAD = 4
 """Depth (tiles) of the band beyond the view's edge whose unseen tiles make a heading worth taking."""
+_STATIONS = tuple(sorted({s for info in constants.make.values() for s in info["nearby"]}))
+"""What a recipe needs nearby (table, furnace): `craft_item` walks back to one seen earlier."""
 _ROUTE_MAX = 80
 """Dearest way (steps) a route is searched for (bounds the search over the tiles seen in a call)."""
 
@@ -79,12 +85,12 @@ _ROUTE_MAX = 80
 class _Clock:
     """Steps left to one top-level primitive call; nested primitives draw on the same budget."""
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "start")
 
     def __init__(self, max_steps: int) -> None:
         if type(max_steps) is not int or not 1 <= max_steps <= MAX_STEPS_CAP:
             raise ValueError(f"max_steps must be an int in [1, {MAX_STEPS_CAP}], got {max_steps!r}")
-        self.left = max_steps
+        self.left = self.start = max_steps
 
     def tick(self) -> None:
         self.left -= 1
@@ -112,6 +118,26 @@ def _count(game: GameAPI, achievement: str) -> int:
     return int(game.achievements.get(achievement, 0))
 
 
+def _fail(game: GameAPI, reason: str) -> bool:
+    """Record why a primitive call returns False (`GameAPI.last_failure`, which probes report); False."""
+    game._failure = reason
+    return False
+
+
+def _listed(items: dict[str, int]) -> str:
+    """``1 wood, 1 stone``."""
+    return ", ".join(f"{n} {name}" for name, n in items.items())
+
+
+def _remember_stations(game: GameAPI) -> None:
+    """Note where each station (table, furnace) in view is, on the game object, for a later walk back to it
+    (`craft_item` never builds one; the memory lasts the episode, as the game object does)."""
+    for station in _STATIONS:
+        tile = game.nearest(station)
+        if tile is not None:
+            game._stations[station] = tile
+
+
 # ------------------------------------------------------------------------------------------ moving around
 
 
@@ -136,6 +162,7 @@ class _Explorer:
     def look(self, game: GameAPI) -> None:
         """Remember the tiles in view."""
         self.seen.update((t, game.material_at(t)) for t in _tiles(game))
+        _remember_stations(game)
 
     def step(self, game: GameAPI) -> str:
         self.look(game)
@@ -376,6 +403,25 @@ def _walk_to(game: GameAPI, kind: str, clock: _Clock, free: bool = False) -> Act
     return tile is not None and action is None
 
 
+def _return_to(game: GameAPI, tile: tuple[int, int], clock: _Clock) -> Actions:
+    """Walk back toward a tile seen earlier until it is in view (and then on to face it); True when facing
+    it. Greedy on the larger offset first, side-stepping what blocks it; bounded by the clock."""
+    explorer = _Explorer(game)
+    while clock.left > 0 and not game.is_visible(tile):
+        (x, y), (tx, ty) = game.pos, tile
+        ways = sorted(MOVES, key=lambda d: -((tx - x) * d[0] + (ty - y) * d[1]))
+        action = next((a for a in (explorer._go(game, d) for d in ways[:2]) if a), None)
+        clock.tick()
+        yield action or game.random_move()
+    if not game.is_visible(tile):
+        return False
+    kind = game.material_at(tile)
+    if kind is None:
+        return False
+    found = yield from _walk_to(game, kind, clock)
+    return found
+
+
 class _Spin:
     """Guards a loop that walks to something and then acts on it: a walk that found its target at once
     (no step taken) twice in a row while the loop's goal is unmet would repeat forever without a step, the
@@ -396,10 +442,15 @@ class _Spin:
 # ------------------------------------------------------------------------------------------ acting
 
 
-def _collect(game: GameAPI, material: str, n: int, clock: _Clock) -> Actions:
+def _collect(game: GameAPI, material: str, n: int, clock: _Clock, solve: bool = True) -> Actions:
     info = _COLLECT[material]
     tools = dict(info["require"])
-    if material in _MINED:
+    if not solve:
+        lacking = missing(game, tools)
+        if lacking:
+            return _fail(game, f"cannot collect {material}: it needs {_listed(lacking)} in the inventory "
+                               f"(craft {'it' if len(lacking) == 1 else 'them'} first)")
+    elif material in _MINED:
         # Ores sit inside stone, and crafter digs stone only with its own tool (the wood pickaxe): a player
         # holding just the stone or iron pickaxe cannot dig toward the ore, into the mountain or out of the
         # night's zombies. Measured: iron 0.58 -> 0.82, diamond 0.36 -> 0.69 (bench/RESULTS.md).
@@ -423,10 +474,13 @@ def _collect(game: GameAPI, material: str, n: int, clock: _Clock) -> Actions:
             found = yield from _walk_to(game, material, clock, free=True)
             if not found or spin.stuck():
                 break
-    return sum(_count(game, c) for c in counters) >= target
+    done = sum(_count(game, c) for c in counters) >= target
+    if not done and clock.left > 0 and missing(game, tools):
+        return _fail(game, f"cannot collect {material}: it needs {_listed(missing(game, tools))}")
+    return done
 
 
-def _gather(game: GameAPI, needs: dict[str, int], clock: _Clock) -> Actions:
+def _gather_needs(game: GameAPI, needs: dict[str, int], clock: _Clock) -> Actions:
     """Collect what the inventory lacks of `needs` (each item from its source material, making the tool it
     needs first); False as soon as something missing cannot be collected or was not found. Rounds repeat
     because a tool made on the way can use up what was gathered before it (stone pickaxe from nothing:
@@ -455,10 +509,13 @@ def _place_spot(game: GameAPI, where: tuple[str, ...]) -> tuple[int, int] | None
     return None
 
 
-def _place(game: GameAPI, item: str, clock: _Clock) -> Actions:
+def _place(game: GameAPI, item: str, clock: _Clock, solve: bool = True) -> Actions:
     info = constants.place[item]
+    if not solve and missing(game, info["uses"]):
+        return _fail(game, f"cannot place {item}: it uses {_listed(info['uses'])}, the inventory lacks "
+                           f"{_listed(missing(game, info['uses']))} (collect it first)")
     if missing(game, info["uses"]):
-        gathered = yield from _gather(game, info["uses"], clock)
+        gathered = yield from _gather_needs(game, info["uses"], clock)
         if not gathered:
             return False
     achievement = f"place_{item}"
@@ -473,17 +530,27 @@ def _place(game: GameAPI, item: str, clock: _Clock) -> Actions:
         elif game.is_facing(spot):
             yield f"place_{item}"
             if _count(game, achievement) == before and missing(game, info["uses"]):
-                return False
+                lacking = _listed(missing(game, info["uses"]))
+                return _fail(game, f"cannot place {item}: the inventory lacks {lacking}")
         else:
             # Turning toward a free tile walks onto it; then the tile beyond is faced, and tried next.
             yield game.face(spot)
-    return _count(game, achievement) > before
+    placed = _count(game, achievement) > before
+    if placed:
+        _remember_stations(game)
+    elif spot is None and clock.left <= 0:
+        return _fail(game, f"cannot place {item}: no free {' or '.join(where)} tile next to the player "
+                           "within max_steps")
+    return placed
 
 
-def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
+def _craft(game: GameAPI, item: str, clock: _Clock, solve: bool = True) -> Actions:
     info = constants.make[item]
+    if not solve and missing(game, info["uses"]):
+        return _fail(game, f"cannot craft {item}: it uses {_listed(info['uses'])}, the inventory lacks "
+                           f"{_listed(missing(game, info['uses']))} (collect it first)")
     if missing(game, info["uses"]):
-        gathered = yield from _gather(game, info["uses"], clock)
+        gathered = yield from _gather_needs(game, info["uses"], clock)
         if not gathered:
             return False
     achievement = f"make_{item}"
@@ -500,8 +567,9 @@ def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
         if not away:
             clock.tick()
             yield f"make_{item}"
-            if _count(game, achievement) == before:
-                return False  # the recipe's rule refused it (nothing a further step changes)
+            if _count(game, achievement) == before:  # the recipe's rule refused it (no step changes that)
+                return _fail(game, f"cannot craft {item}: crafter refused make_{item} (it needs "
+                                   f"{_listed(info['uses'])} and {' and '.join(stations)} nearby)")
             break
         step = _stand_step(game, beside_all) if all(game.nearest(s) for s in stations) else None
         if step:
@@ -509,11 +577,19 @@ def _craft(game: GameAPI, item: str, clock: _Clock) -> Actions:
             yield step
             continue
         station = away[0]
-        if game.nearest(station) is None and station in constants.place:
+        _remember_stations(game)
+        if not solve and game.nearest(station) is None:
+            # A station out of view: go back to where one was seen (never build one).
+            seen = game._stations.get(station)
+            if seen is None:
+                return _fail(game, f"cannot craft {item}: it needs a {station} nearby, and none is in view "
+                                   f"or was seen (place one first: game.place_item({station!r}))")
+            found = yield from _return_to(game, seen, clock)
+        elif game.nearest(station) is None and station in constants.place:
             # Out of view: a player builds a new one (gathering what it takes beyond the recipe) rather
             # than searching for the old one.
             both = _combined(constants.place[station]["uses"], info["uses"])
-            found = yield from _gather(game, both, clock)
+            found = yield from _gather_needs(game, both, clock)
             if found:
                 found = yield from _place(game, station, clock)
         else:
@@ -554,48 +630,79 @@ def _rest(game: GameAPI, clock: _Clock) -> Actions:
 
 
 # ------------------------------------------------------------------------------------------ public entries
-# Each validates its arguments before the first step (a bad call fails at the call, with a clear message).
+# Each validates its arguments before the first step (a bad call fails at the call, with a clear message),
+# and says why it returned False in `GameAPI.last_failure` ("" after a call that reached its goal).
+# Two sets: the primitives (API level ``primitives``: each does one thing and fails with a reason when a
+# prerequisite is missing) and the expert calls (level ``expert``: collect/place/craft solve their own
+# prerequisites, making tools, gathering ingredients and building stations on the way).
+
+
+def _reported(game: GameAPI, what: str, clock: _Clock, actions: Actions) -> Actions:
+    """`actions` with its outcome explained: `_fail`'s reason, or why it stopped (steps or nothing found)."""
+    game._failure = ""
+    ok = yield from actions
+    if ok:
+        game._failure = ""
+    elif not game._failure:
+        game._failure = (f"{what}: ran out of its {clock.start} steps" if clock.left <= 0
+                         else f"{what}: found none within reach")
+    return ok
+
+
+def _material(name: str, n: int) -> str:
+    material = collect_source(name)
+    if type(n) is not int or not 1 <= n <= 99:
+        raise ValueError(f"n must be an int in [1, 99], got {n!r}")
+    return material
+
+
+def _placeable(item: str) -> str:
+    if item not in constants.place:
+        raise ValueError(f"cannot place {item!r}; placeable: {', '.join(constants.place)}")
+    return item
+
+
+def _craftable(item: str) -> str:
+    if item not in constants.make:
+        raise ValueError(f"cannot craft {item!r}; craftable: {', '.join(constants.make)}")
+    return item
 
 
 def explore(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Walk (avoiding water and lava) until a tile of `kind` (a material or object kind, checked by the
     caller) is in view."""
-    return _explore(game, kind, _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, f"explore {kind}", clock, _explore(game, kind, clock))
 
 
 def walk_to(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Explore until `kind` (checked by the caller) is in view, then walk until the player faces the nearest
     reachable one."""
-    return _walk_to(game, kind, _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, f"walk to {kind}", clock, _walk_to(game, kind, clock))
 
 
-def collect(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS) -> Actions:
-    """Collect `n` of a material (tree, stone, coal, iron, diamond, water, grass) or the item it gives
-    (wood, stone, coal, iron, diamond, drink, sapling): walk to it and ``do`` until crafter counted `n`
-    collections. A missing tool (the pickaxe stone, coal, iron or diamond needs, and for an ore the wood
-    pickaxe that digs the stone around it) is crafted first."""
-    material = collect_source(name)
-    if type(n) is not int or not 1 <= n <= 99:
-        raise ValueError(f"n must be an int in [1, 99], got {n!r}")
-    return _collect(game, material, n, _Clock(max_steps))
+def gather(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS) -> Actions:
+    """Collect `n` of a material the player can already collect (tree, stone, coal, iron, diamond, water,
+    grass) or the item it gives (wood, stone, ...): walk to it and ``do`` until crafter counted `n`
+    collections. False at once, with the reason, when the tool it needs is not in the inventory."""
+    material, clock = _material(name, n), _Clock(max_steps)
+    return _reported(game, f"gather {material}", clock, _collect(game, material, n, clock, solve=False))
 
 
-def place(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
-    """Place `item` (stone, table, furnace, plant) on an adjacent tile where crafter allows it, collecting
-    first what the inventory lacks of what it uses (False when that cannot be collected)."""
-    if item not in constants.place:
-        raise ValueError(f"cannot place {item!r}; placeable: {', '.join(constants.place)}")
-    return _place(game, item, _Clock(max_steps))
+def place_item(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
+    """Place `item` (stone, table, furnace, plant), which the inventory holds, on an adjacent tile where
+    crafter allows it. False at once, with the reason, when the inventory lacks what it uses."""
+    clock = _Clock(max_steps)
+    return _reported(game, f"place {item}", clock, _place(game, _placeable(item), clock, solve=False))
 
 
-def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
-    """Make `item` (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...): collect what the inventory
-    lacks of its ingredients, stand next to the stations its recipe needs (table; table and furnace for
-    iron tools; a station out of view is built anew), then make it; an ingredient that needs a tool gets the
-    tool made first. False when it ran out of steps or found nothing."""
-    if item not in constants.make:
-        raise ValueError(f"cannot craft {item!r}; craftable: {', '.join(constants.make)}")
-    return _craft(game, item, _Clock(max_steps))
+def craft_item(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
+    """Make `item` whose ingredients the inventory holds, next to the station(s) its recipe needs: walk to
+    one in view, or back to one seen earlier in the episode; never builds one. False at once, with the
+    reason, when an ingredient is missing or no station was seen."""
+    clock = _Clock(max_steps)
+    return _reported(game, f"craft {item}", clock, _craft(game, _craftable(item), clock, solve=False))
 
 
 def attack(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions:
@@ -603,27 +710,62 @@ def attack(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     it (eat_cow, defeat_zombie, defeat_skeleton, eat_plant)."""
     if kind not in _CREATURE_ACHIEVEMENTS:
         raise ValueError(f"cannot attack {kind!r}; use one of {', '.join(_CREATURE_ACHIEVEMENTS)}")
-    return _attack(game, kind, _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, f"attack {kind}", clock, _attack(game, kind, clock))
 
 
 def drink_water(game: GameAPI, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Walk to water and drink once."""
-    return _collect(game, "water", 1, _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, "drink water", clock, _collect(game, "water", 1, clock))
 
 
 def eat(game: GameAPI, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Hunt the nearest cow and eat it."""
-    return _attack(game, "cow", _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, "eat a cow", clock, _attack(game, "cow", clock))
 
 
 def rest(game: GameAPI, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Sleep until energy is full (crafter wakes the player then) or it is woken; True once rested."""
-    return _rest(game, _Clock(max_steps))
+    clock = _Clock(max_steps)
+    return _reported(game, "rest", clock, _rest(game, clock))
 
 
-PRIMITIVES: tuple[str, ...] = ("explore", "walk_to", "collect", "place", "craft", "attack", "drink_water",
-                               "eat", "rest")
-"""Names of the primitives, as `GameAPI` methods (``yield from game.<name>(...)``)."""
+def collect(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS) -> Actions:
+    """Collect `n` of a material (tree, stone, coal, iron, diamond, water, grass) or the item it gives
+    (wood, stone, coal, iron, diamond, drink, sapling): walk to it and ``do`` until crafter counted `n`
+    collections. A missing tool (the pickaxe stone, coal, iron or diamond needs, and for an ore the wood
+    pickaxe that digs the stone around it) is crafted first."""
+    material, clock = _material(name, n), _Clock(max_steps)
+    return _reported(game, f"collect {material}", clock, _collect(game, material, n, clock))
+
+
+def place(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
+    """Place `item` (stone, table, furnace, plant) on an adjacent tile where crafter allows it, collecting
+    first what the inventory lacks of what it uses (False when that cannot be collected)."""
+    clock = _Clock(max_steps)
+    return _reported(game, f"place {item}", clock, _place(game, _placeable(item), clock))
+
+
+def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
+    """Make `item` (wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, ...): collect what the inventory
+    lacks of its ingredients, stand next to the stations its recipe needs (table; table and furnace for
+    iron tools; a station out of view is built anew), then make it; an ingredient that needs a tool gets the
+    tool made first. False when it ran out of steps or found nothing."""
+    clock = _Clock(max_steps)
+    return _reported(game, f"craft {item}", clock, _craft(game, _craftable(item), clock))
+
+
+PRIMITIVES: tuple[str, ...] = ("explore", "walk_to", "gather", "place_item", "craft_item", "attack",
+                               "drink_water", "eat", "rest")
+"""The control primitives (API level ``primitives``), as `GameAPI` methods (``yield from game.<name>(...)``):
+each does one thing and returns False with `GameAPI.last_failure` set when a prerequisite is missing."""
+EXPERT: tuple[str, ...] = ("collect", "place", "craft")
+"""The expert calls (API level ``expert`` adds them): each solves its own prerequisites, so one call can be
+a whole chain of sub-actions. The trusted goal macro (`goal_macro_code`) is made of them."""
+GENERATORS: tuple[str, ...] = PRIMITIVES + EXPERT
+"""Every `GameAPI` method that is a generator of actions (called with ``yield from``)."""
 
 
 def goal_call(goal: str) -> str | None:
@@ -661,7 +803,8 @@ def goal_macro_code(name: str, goal: str, max_steps: int = DEFAULT_STEPS) -> str
 
 
 _GATHER_ROUNDS = 4
-"""Bound on `_gather`'s rounds (each tool level can use up one round's gathering; the tech tree has three)."""
+"""Bound on `_gather_needs`'s rounds (each tool level can use up one round's gathering; the tech tree has
+three)."""
 
 _COLLECT_ACHIEVEMENT = {f"collect_{item}": item for item in _ITEM_SOURCE}
 """collect_<item> achievement -> the item (crafter counts one per collection of that item)."""

@@ -103,6 +103,9 @@ class ProbeCall:
     """The call's last `TRACE_STEPS` actions. An action other than a move says what the player faced,
     e.g. ``place_table@tree`` (placing onto a tree, which never works); a move that left the player where
     it was says what stopped it, e.g. ``move_down(blocked by tree)``."""
+    failure: str = ""
+    """Why the last control primitive the call ran returned False (`GameAPI.last_failure`, e.g. "cannot
+    collect stone: it needs 1 wood_pickaxe in the inventory"); "" when none failed last."""
 
     def line(self) -> str:
         """One compact line for prompts."""
@@ -111,6 +114,7 @@ class ProbeCall:
         diag = f" | {self.diagnostic}" if self.diagnostic else ""
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
         trace = f" | last actions: {' '.join(self.trace)}" if self.trace else ""
+        trace += f" | last primitive failed: {self.failure}" if self.failure else ""
         return (f"seed {self.seed} call {self.call}: {self.outcome} in {self.steps} steps, "
                 f"pos {self.before.pos}->{self.after.pos}, inventory {diff}{unlocked}{goal}{diag}{trace}")
 
@@ -296,6 +300,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             if ended:
                 break
             before = ProbeState.of(game)
+            game._failure = ""  # what a primitive of this call says, not of a setup macro or earlier call
             trace = _Trace(env, game)
             result = run_macro(trace, compiled, game, gamma=1.0, max_steps=max_steps)
             after = ProbeState.of(game)
@@ -309,7 +314,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                 outcome=result.outcome, steps=result.steps,
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
                 reached_goal=None if goal is None else goal.reached(before, after),
-                trace=tuple(trace.actions),
+                trace=tuple(trace.actions), failure=game.last_failure,
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:

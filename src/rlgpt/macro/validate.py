@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from rlgpt.macro import control
-from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS
+from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, api_level
 from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
 from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS
@@ -164,12 +164,20 @@ def unparsable(code: object, limits: MacroLimits) -> Diagnostic | None:
     return None
 
 
-class Validator:
-    """Collects every allow-list violation of one module."""
+_LEVEL_HINTS = {"collect": "game.gather", "place": "game.place_item", "craft": "game.craft_item"}
+"""The primitive that does one step of what an expert call does (for the diagnostic of a call above the
+level)."""
 
-    def __init__(self, code: str, entry: str) -> None:
+
+class Validator:
+    """Collects every allow-list violation of one module; `api` is the API level whose `GameAPI` members the
+    code may use (`rlgpt.macro.api.LEVEL_MEMBERS`)."""
+
+    def __init__(self, code: str, entry: str, api: str = "expert") -> None:
         self.code = code
         self.entry = entry
+        self.api = api_level(api)
+        self.denied = API_MEMBERS - LEVEL_MEMBERS[self.api] - SAFE_METHODS
         self.problems: list[Diagnostic] = []
 
     def add(self, kind: str, message: str, node: ast.AST | None) -> None:
@@ -293,7 +301,7 @@ class Validator:
                 if not isinstance(target, ast.Name | ast.Subscript):
                     self.add("mutation", "only names and items can be deleted", target)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in control.PRIMITIVES
+              and node.func.attr in control.GENERATORS
               and isinstance(parents.get(node), ast.Expr | ast.Yield)):
             # Called as a statement it does nothing; yielded, it is not an action: both are the mistake of
             # forgetting that a control primitive is a generator of actions.
@@ -331,6 +339,11 @@ class Validator:
                 f".{node.attr} is not a game method; actions are yielded as strings: yield {node.attr!r}",
                 node,
             )
+        elif node.attr in self.denied:
+            hint = (f"; at this level use {_LEVEL_HINTS[node.attr]}(...), which needs its prerequisites held"
+                    if node.attr in _LEVEL_HINTS and self.api == "primitives" else "")
+            self.add("api_level", f"game.{node.attr} is not part of the {self.api!r} API level "
+                     f"(agents.api={self.api}){hint}", node)
         elif node.attr not in ALLOWED_ATTRIBUTES:
             self.add(
                 "forbidden_attribute",

@@ -27,7 +27,7 @@ from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.ledger import StepLedger
 from rlgpt.run.marks import eval_length, evaluate_marks, marks_record, marks_steps, run_marks, training_marks
-from rlgpt.run.records import job_record, result_record, step
+from rlgpt.run.records import job_record, kept_writers, result_record, step
 from rlgpt.tracking import LoopProgress
 
 POLICY_MACRO = "policy"
@@ -76,6 +76,7 @@ def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgr
                 "steps_by_kind": {"probe": probe_steps([choice])}}
 
     written = step(code_dir / layout.FAST_JSON, write)
+    progress.code(kept_writers(written))
     ledger = StepLedger(written.get("steps_by_kind", {}))
     progress.count(ledger)
     progress.phase("eval", 0, cfg.task)
@@ -85,7 +86,8 @@ def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgr
     progress.count(ledger)
     iterations = [{"index": 0, "dir": layout.CODE_DIR, "ok": evaluation["ok"],
                    "success_rate": evaluation["success_rate"], "steps": 0, "steps_by_kind": ledger.by_kind(),
-                   "macros": [POLICY_MACRO] if written["source"] else [], "critic": ""}]
+                   "macros": [POLICY_MACRO] if written["source"] else [], "critic": "",
+                   "written_by": kept_writers(written)}]
     # No RL: the code is the policy at every mark (each mark carries its test result, source "final").
     marks = evaluate_marks(cfg, cfg.task, None, [], evaluation["report"] or {}, 0)
     return result_record(cfg, cfg.task, "code", cfg.steps, ledger.by_kind(), evaluation["report"] or {},

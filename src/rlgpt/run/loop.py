@@ -49,7 +49,7 @@ from rlgpt.run.marks import (
     run_marks,
     training_marks,
 )
-from rlgpt.run.records import job_record, result_record, step
+from rlgpt.run.records import job_record, kept_writers, result_record, step
 from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.tracking import LoopProgress
 
@@ -150,6 +150,7 @@ class Loop:
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
                             fast_feedback)
                 reply = FastReply.from_dict(fast["reply"])
+                self.progress.code(kept_writers(fast))
                 for kind, n in fast.get("steps_by_kind", {}).items():  # probes and reward dry runs
                     self.count(kind, n)
 
@@ -163,7 +164,7 @@ class Loop:
                                        "ok": False, "success_rate": 0.0, "steps": 0,
                                        "steps_by_kind": self.ledger.since(before),
                                        "macros": [m.name for m in reply.macros], "critic": "",
-                                       "stopped": "budget"})
+                                       "written_by": kept_writers(fast), "stopped": "budget"})
                     done = True
                     break
                 self.progress.phase("train", index, task)
@@ -182,6 +183,7 @@ class Loop:
                                    "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
                                    "steps": evaluation["steps"], "steps_by_kind": self.ledger.since(before),
                                    "macros": [m.name for m in reply.macros],
+                                   "written_by": kept_writers(fast),
                                    "critic": feedback["target"],
                                    "fallbacks": {role: rec["fallback"] for role, rec in
                                                  (("slow", slow), ("fast_setup", fast), ("critic", feedback))

@@ -36,7 +36,9 @@ from typing import Any
 
 from rlgpt import layout, rundir
 from rlgpt.errors import RlgptError
+from rlgpt.macro.api import DEPRECATED_LEVELS
 from rlgpt.run.ledger import STEP_KINDS  # the order the steps table shows them (others a run reports follow)
+from rlgpt.run.records import WRITERS, kept_writers, writer_counts
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
 THRESHOLDS = ("0.5", "0.8", "0.9")
@@ -71,8 +73,9 @@ def variant(summary: dict[str, Any]) -> str:
     """A run's column: its mode, with the agents' ablation knobs that differ from the defaults
     (``rlgpt[env_doc=none,examples=off]``, ``code[api=basic]``, ``rlgpt[goal_fallback=off]``); runs without
     ``prompt_knowledge`` (or without its ``api``/``goal_fallback``, which came later) had the defaults, and
-    ``ppo`` has no agents. ``goal_fallback`` is labelled at ``api: skills`` only: at ``basic`` there is no
-    fallback either way (`AgentConfig.goal_fallback`), so those runs share one column."""
+    ``ppo`` has no agents. ``goal_fallback`` is not labelled at ``api: basic``: there is no fallback there
+    either way (`AgentConfig.goal_fallback`), so those runs share one column. ``skills``, the old name of
+    ``expert``, reads as ``expert``."""
     mode = summary["mode"]
     knowledge = summary.get("prompt_knowledge") or {}
     parts = []
@@ -81,10 +84,11 @@ def variant(summary: dict[str, Any]) -> str:
             parts.append(f"env_doc={knowledge['env_doc']}")
         if knowledge.get("examples", True) is False:
             parts.append("examples=off")
-        api = knowledge.get("api", "skills")
-        if api != "skills":
+        api = knowledge.get("api", "expert")
+        api = DEPRECATED_LEVELS.get(api, api)
+        if api != "expert":
             parts.append(f"api={api}")
-        elif knowledge.get("goal_fallback", True) is False:
+        if api != "basic" and knowledge.get("goal_fallback", True) is False:
             parts.append("goal_fallback=off")
     return f"{mode}[{','.join(parts)}]" if parts else mode
 
@@ -122,6 +126,53 @@ def _cells(summaries: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dic
 def _who(s: dict[str, Any]) -> str:
     where = f" ({s['run_dir']})" if s.get("run_dir") else ""
     return f"{s['task']} / {variant(s)} / seed {s.get('seed', '?')}{where}"
+
+
+# -- who wrote the code ---------------------------------------------------------------------------------
+
+def run_writers(summary: dict[str, Any]) -> tuple[dict[str, int], bool] | None:
+    """(who wrote the reported policy's kept macros, counted by `WRITERS`; whether any iteration kept
+    expert code) of one run: from its summary, or for a run recorded before the summary said so, from its
+    iterations' ``fast.json``; None when neither tells (or the mode writes no code)."""
+    if summary.get("mode") not in LLM_MODES:
+        return None
+    if isinstance(summary.get("written_by"), dict):
+        return {w: int(summary["written_by"].get(w, 0)) for w in WRITERS}, bool(summary.get("expert_code"))
+    run_dir = summary.get("run_dir")
+    per_iteration: dict[str, dict[str, str]] = {}
+    for it in summary.get("iterations") or []:
+        path = Path(run_dir or ".") / it.get("dir", "") / layout.FAST_JSON
+        if run_dir and path.is_file():
+            per_iteration[it["dir"]] = kept_writers(json.loads(path.read_text()))
+    if not per_iteration:
+        return None
+    selected = per_iteration.get(summary.get("best") or "") or list(per_iteration.values())[-1]
+    return writer_counts(selected), any("expert" in w.values() for w in per_iteration.values())
+
+
+def writers_table(summaries: list[dict[str, Any]]) -> Table:
+    """Per task x variant of the modes that write code: who wrote the kept macros of the reported policies
+    (summed over seeds), the model's and the library's share, and how many runs kept expert code at all."""
+    rows, notes = [], []
+    for task, v, runs in _cells(summaries):
+        if v.split("[", 1)[0] not in LLM_MODES:
+            continue
+        known = [(s, w) for s in runs if (w := run_writers(s)) is not None]
+        counts = {w: sum(c[w] for _, (c, _) in known) for w in WRITERS}
+        total = sum(counts.values())
+        expert_runs = sum(1 for _, (_, e) in known if e)
+        share = f"{(counts['model'] + counts['library']) / total:.2f}" if total else "n/a"
+        row = [task, v, str(len(runs)), *(str(counts[w]) for w in WRITERS), share,
+               f"{expert_runs}/{len(known)}" + (" EXPERT CODE" if expert_runs else "")]
+        if len(known) < len(runs):
+            notes.append("no record of who wrote its macros: "
+                         + "; ".join(_who(s) for s in runs if all(s is not k for k, _ in known)))
+            row[-1] += f" [{len(notes)}]"
+        rows.append(row)
+    title = ("Who wrote the kept macros of the reported policies (summed over seeds): the model in the run, "
+             "the library (the model earlier, verified) or expert code; runs that kept expert code anywhere")
+    return Table(title, ["task", "variant", "seeds", *WRITERS, "model+library share", "runs with expert"],
+                 rows, notes)
 
 
 # -- a run's result at a budget -------------------------------------------------------------------------
@@ -174,7 +225,9 @@ class Cell:
     missing: tuple[str, ...]
     """Each run without one: who and why."""
     notes: tuple[str, ...] = ()
-    """Other things a reader must know (a final result not on test episodes)."""
+    """Other things a reader must know (a final result not on test episodes, expert code used)."""
+    expert_runs: int = 0
+    """Runs of the cell that kept expert code (the trusted goal macro) in some iteration."""
 
     @property
     def n(self) -> int:
@@ -190,6 +243,9 @@ class Cell:
         return statistics.stdev(self.values) if len(self.values) > 1 else None
 
     def text(self) -> str:
+        return self._text() + (f" EXPERT CODE in {self.expert_runs}" if self.expert_runs else "")
+
+    def _text(self) -> str:
         if not self.values:
             return "missing"
         mean, std = self.mean, self.std
@@ -215,7 +271,12 @@ def table2_cells(summaries: list[dict[str, Any]], budget: int | None = None) -> 
                 else:
                     notes.append(f"{_who(s)}: its final result was evaluated on "
                                  f"{s.get('eval_split') or 'unrecorded'} episodes, not test")
-        cells[key] = Cell(tuple(values), tuple(missing), tuple(notes))
+            writers = run_writers(s)
+            if writers is not None and writers[1]:
+                notes.append(f"{_who(s)}: used expert code (kept macros of the reported policy: "
+                             + ", ".join(f"{w} {n}" for w, n in writers[0].items() if n) + ")")
+        expert = sum(1 for s in runs if (w := run_writers(s)) is not None and w[1])
+        cells[key] = Cell(tuple(values), tuple(missing), tuple(notes), expert)
     return cells
 
 
@@ -367,7 +428,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: in
     summaries = load_summaries(run_dirs)
     out = rundir.prepare_run_dir(out_dir)
     tables = {"table2": table2(summaries, budget), "steps_to_success": steps_to_success_table(summaries),
-              "steps_by_kind": steps_by_kind_table(summaries)}
+              "steps_by_kind": steps_by_kind_table(summaries), "writers": writers_table(summaries)}
     written = {"markdown": out / layout.TABLE_MD, "table": out / layout.TABLE_PNG}
     _table_png(tables["table2"], out / layout.TABLE_PNG)
     sections = [tables["table2"].markdown()]
@@ -378,7 +439,8 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: in
     else:
         sections.append("## Test success vs primitive steps\n\nNo run has budget-mark evaluations (`marks`): "
                         "no curves.")
-    sections += [tables["steps_to_success"].markdown(), tables["steps_by_kind"].markdown()]
+    sections += [tables["steps_to_success"].markdown(), tables["steps_by_kind"].markdown(),
+                 tables["writers"].markdown()]
     if _iterations_png(summaries, out / layout.CURVES_PNG):
         written["curves"] = out / layout.CURVES_PNG
     crafter = crafter_section(summaries, out / layout.CRAFTER_PNG, budget)
