@@ -49,6 +49,7 @@ from signal_slot.signal_slot import EventLoopObject, Timer
 
 from rlgpt import layout
 from rlgpt.errors import RlgptError
+from rlgpt.rl import sf_private
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1
@@ -294,7 +295,7 @@ class WorkerWatch(EventLoopObject):
 
             log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
             self._stop_sending_to(proc)
-            self.runner._stop_training(failed=True)
+            sf_private.stop_training(self.runner, failed=True)
             self._release_batchers_of(proc)
             return
 
@@ -344,7 +345,7 @@ class WorkerWatch(EventLoopObject):
         for policy_id, learner in getattr(self.runner, "learners", {}).items():
             batcher = self.runner.batchers.get(policy_id)
             if learner.event_loop.process is proc and batcher in self.runner.components_to_stop:
-                self.runner._component_stopped(batcher.object_id, {})
+                sf_private.component_stopped(self.runner, batcher.object_id)
 
 
 class StopDeadline(threading.Thread):
@@ -433,7 +434,9 @@ def limit_worker_memory(cfg: Any) -> None:
     if not is_sf_child_process() or _limited_pid == os.getpid():
         return
     _limited_pid = os.getpid()
-    limit = set_memory_limit(int(getattr(cfg, "rlgpt_macro_memory_mb", 0) or 0))
+    from rlgpt.rl.worker_config import worker_config
+
+    limit = set_memory_limit(worker_config(cfg).train.macros.memory_limit_mb)
     if limit is not None:
         from sample_factory.utils.utils import log
 
