@@ -5,7 +5,7 @@ the other in this process, a rollout, GAE, a few epochs of clipped PPO, repeat. 
 rlgpt against (``python -m bench``); it is not part of the package.
 
 "Same task, same network, same hyperparameters": the envs are built by the factory ``rlgpt train`` gives
-Sample Factory (`rlgpt.rl.sf_env.make_crafter_env`: task env, episode statistics), the actor-critic is the
+Sample Factory (`rlgpt.rl.sf_env.make_gym_env`: task env, episode statistics), the actor-critic is the
 one Sample Factory builds for ``rlgpt train`` (`rlgpt.rl.model`'s encoder, SF's linear heads), from the same
 ``configs/main.yaml`` (16 envs = 2 workers x 8, rollout 64, batch 1024, 2 epochs, lr 3e-4, gamma 0.99,
 lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm 1.0). What differs is what CleanRL's ``ppo.py``
@@ -34,7 +34,7 @@ from torch import nn
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_config import build_sf_config
-from rlgpt.rl.sf_env import make_batch_task_env, make_crafter_env, register_task_env
+from rlgpt.rl.sf_env import make_batch_task_env, make_gym_env, register_task_env
 from rlgpt.rl.worker_boot import SF_CONSOLE_LEVEL_ENV, apply_console_level
 from rlgpt.tracking import SUCCESS_WINDOW, MetricsLog
 
@@ -77,10 +77,10 @@ def to_tensors(obs: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
 
 class GymSteps:
     """The games as task envs built by the factory ``rlgpt train`` gives Sample Factory
-    (`rlgpt.rl.sf_env.make_crafter_env`), stepped one after the other."""
+    (`rlgpt.rl.sf_env.make_gym_env`), stepped one after the other."""
 
     def __init__(self, env_name: str, sf_cfg, num_envs: int) -> None:
-        self.envs = [make_crafter_env(env_name, sf_cfg) for _ in range(num_envs)]
+        self.envs = [make_gym_env(env_name, sf_cfg) for _ in range(num_envs)]
         self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
 
     def reset(self) -> dict[str, torch.Tensor]:

@@ -24,7 +24,8 @@ def _train(args: argparse.Namespace) -> int:
     from rlgpt.config import load_config
 
     overrides = list(args.set or [])
-    for flag, key in (("task", "task"), ("steps", "steps"), ("seed", "seed"), ("run_dir", "run_dir")):
+    for flag, key in (("task", "task"), ("steps", "steps"), ("seed", "seed"), ("run_dir", "run_dir"),
+                      ("env", "env.kind")):
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -91,6 +92,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{flag}={value}")
+    if args.env is not None:
+        overrides.append(f"train.env.kind={args.env}")
     if args.wandb:
         overrides.append("wandb=true")
     if getattr(args, "verbose", False):
@@ -184,6 +187,13 @@ def add_executor_flags(p: argparse.ArgumentParser) -> None:
                    "default: a private Ray instance in this process")
 
 
+def add_env_flag(p: argparse.ArgumentParser) -> None:
+    from rlgpt.env_registry import env_names
+
+    p.add_argument("--env", help=f"environment: {' | '.join(env_names())} (default crafter; "
+                   "rlgpt.env_registry registers others)")
+
+
 def steps_arg(text: str) -> int:
     """A step count as ``250000``, ``250_000``, ``250k`` or ``1M`` (for ``--budget``)."""
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
@@ -267,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--task", help="Crafter achievement(s), e.g. collect_wood or place_table+make_wood_pickaxe; "
         "'crafter': the Crafter benchmark (crafter's own reward)"
     )
+    add_env_flag(p)
     p.add_argument("--steps", help="environment steps to train for")
     p.add_argument("--seed", help="seed for policy and environments")
     p.add_argument("--run-dir", dest="run_dir", help="run directory (the same one resumes)")
@@ -295,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="YAML RunConfig (default: built-in defaults)")
     p.add_argument("--task", help="Crafter achievement(s), e.g. make_wood_pickaxe or a+b; "
                    "'crafter': the Crafter benchmark")
+    add_env_flag(p)
     p.add_argument("--steps", help="total primitive-step RL budget across iterations")
     p.add_argument("--seed", help="seed for policies, environments and sampling")
     p.add_argument("--run-dir", dest="run_dir", help="run directory (the same one resumes)")

@@ -34,8 +34,12 @@ ENCODER_PRECISIONS = ("auto", "fp32", "bf16")
 class EnvConfig:
     """The environment side of a run."""
 
+    kind: str = "crafter"
+    """The environment (`rlgpt.env_registry`): ``crafter`` or ``minedojo`` (where MineDojo and a JDK 8 are
+    installed; primitives only: its games have no macro API yet), or one registered by the user; ``--env``."""
     obs_mode: str = "symbolic"
-    """Observation: ``symbolic`` (semantic local view + inventory vector) or ``pixels`` (64x64 RGB)."""
+    """Observation: ``symbolic`` (Crafter: semantic local view + inventory vector; MineDojo: inventory,
+    position, facing, vitals) or ``pixels`` (Crafter: 64x64 RGB; MineDojo: its RGB frame as well)."""
     episode_length: int | None = None
     """Primitive steps before an episode is truncated; ``None`` uses the task's default."""
     num_workers: int = 2
@@ -360,11 +364,18 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
-    from rlgpt.envs.tasks import TaskSpec  # deferred: importing crafter is not free
+    from rlgpt.env_registry import EnvUnavailable, get_env  # deferred: importing an env is not free
 
     try:
-        TaskSpec.from_name(cfg.task)
+        kind = get_env(cfg.env.kind)
+        kind.check_task(cfg.task)
     except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if not kind.macros and cfg.macros.file:
+        raise ConfigError(f"env {kind.name} has no macro game API: macros.file needs env.kind=crafter")
+    try:
+        kind.check_available()
+    except EnvUnavailable as e:
         raise ConfigError(str(e)) from None
     return cfg
 
@@ -395,11 +406,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return validate(cfg)
 
 
-def train_config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Inverse of :func:`to_dict` (validated)."""
+def train_config_from_dict(data: dict[str, Any], check: bool = True) -> TrainConfig:
+    """Inverse of :func:`to_dict`; validated unless ``check`` is False (a config a trainer already validated,
+    decoded again in its workers, `rlgpt.rl.worker_config`)."""
     cfg = TrainConfig()
     _apply(cfg, data)
-    return validate(cfg)
+    return validate(cfg) if check else cfg
 
 
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -628,9 +640,9 @@ class RunConfig:
     def eval_length(self, task: str) -> int:
         """The episode length every reported evaluation of `task` plays: ``train.env.episode_length`` or
         the task's standard one; never a training's horizon."""
-        from rlgpt.envs.tasks import TaskSpec  # deferred: importing crafter is not free
+        from rlgpt.env_registry import get_env  # deferred: importing an env is not free
 
-        return self.train.env.episode_length or TaskSpec.from_name(task).episode_length
+        return self.train.env.episode_length or get_env(self.train.env.kind).episode_length(task)
 
     def eval_bound(self, task: str) -> int:
         """The most primitive steps one validation evaluation of `task` can play (`eval_episodes` episodes
@@ -727,11 +739,16 @@ def validate_run(cfg: RunConfig) -> RunConfig:
     if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
         raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
                           f"one training batch ({cfg.train.ppo.batch_size} steps)")
-    from rlgpt.envs.tasks import BENCHMARK_TASK, TaskSpec  # deferred: importing crafter is not free
+    from rlgpt.env_registry import get_env
+    from rlgpt.envs.tasks import BENCHMARK_TASK  # deferred: importing crafter is not free
 
     train = validate(dataclasses.replace(cfg.train, task=cfg.task, steps=max(cfg.steps_per_iteration, 1),
                                          seed=cfg.seed))
-    if train.env.episode_length is None and TaskSpec.from_name(cfg.task).name != BENCHMARK_TASK:
+    if not get_env(train.env.kind).macros and cfg.mode != "ppo":
+        raise ConfigError(f"env {train.env.kind} has no macro game API yet, so the LLM loop and code mode "
+                          "cannot run on it: use --mode ppo")
+    crafter_task = train.env.kind == "crafter" and cfg.task.strip() != BENCHMARK_TASK
+    if train.env.episode_length is None and crafter_task:
         train = validate(dataclasses.replace(train, env=dataclasses.replace(
             train.env, episode_length=RUN_EPISODE_LENGTH)))
     cfg = dataclasses.replace(cfg, train=train)

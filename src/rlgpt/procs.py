@@ -1,10 +1,12 @@
-"""Process utilities shared across the package's layers (LLM servers, trainers, training jobs)."""
+"""Process utilities shared across the package's layers (LLM servers, trainers, training jobs): dying with
+the parent, and the resource limits (memory, CPU) generated code runs under."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import os
+import resource
 import signal
 import sys
 from collections.abc import Iterator
@@ -38,3 +40,47 @@ def stderr_to(path: str | os.PathLike[str]) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+_STATUS_FIELDS = {resource.RLIMIT_DATA: "VmData", resource.RLIMIT_AS: "VmSize"}
+"""The line of ``/proc/self/status`` that holds what each memory limit counts."""
+
+
+def memory_in_use(which: int) -> int | None:
+    """Bytes this process uses as memory limit ``which`` (``RLIMIT_DATA``: the data segment, ``VmData``;
+    ``RLIMIT_AS``: the address space, ``VmSize``) counts them, or None where the platform cannot tell."""
+    field = _STATUS_FIELDS[which] + ":"
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def lower_limit(which: int, soft: int, extra: int | None = None) -> int:
+    """Lower resource ``which``'s soft limit to ``soft`` (never raise it: a tighter one is kept, and the
+    hard limit caps it); with ``extra``, also the hard limit to ``soft + extra`` (``RLIMIT_CPU``: SIGXCPU at
+    the soft limit, SIGKILL at the hard one). Returns the soft limit now in force."""
+    old_soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    if old_soft != resource.RLIM_INFINITY and old_soft <= soft:
+        return old_soft
+    new_hard = hard
+    if extra is not None:
+        new_hard = soft + extra if hard == resource.RLIM_INFINITY else min(soft + extra, hard)
+    resource.setrlimit(which, (soft, new_hard))
+    return soft
+
+
+def limit_memory(which: int, headroom_mb: int) -> int | None:
+    """The one memory backstop for generated code: cap this process's memory as ``which`` counts it
+    (`memory_in_use`) at its current size plus ``headroom_mb`` MiB (`lower_limit`). Returns the limit in
+    force in bytes, or None when ``headroom_mb <= 0`` or the current size is unknown."""
+    current = memory_in_use(which) if headroom_mb > 0 else None
+    if current is None:
+        return None
+    return lower_limit(which, current + headroom_mb * 2**20)

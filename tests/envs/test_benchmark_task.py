@@ -13,7 +13,8 @@ from rlgpt.config import load_config
 from rlgpt.envs.crafter import ACTION_NAMES
 from rlgpt.envs.tasks import ACHIEVEMENTS, BENCHMARK_TASK, DEFAULT_EPISODE_LENGTH, TaskSpec, make_task_env
 from rlgpt.rl.sf_config import build_sf_config
-from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+from rlgpt.rl.sf_env import make_gym_env, register_task_env
+from rlgpt.rl.worker_config import worker_config
 
 
 def test_benchmark_spec_targets_every_achievement_at_crafters_length():
@@ -51,11 +52,11 @@ def test_reward_and_episode_ends_equal_crafter_env():
 def test_batch_backend_rows_equal_the_per_env_benchmark_env():
     cfg = load_config(None, ["task=crafter", "env.episode_length=50", "seed=3"])
     sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env(cfg.task))
-    assert sf_cfg.rlgpt_batch_games == 4  # the compiled engine takes the benchmark task
+    assert worker_config(sf_cfg).batch_games == 4  # the compiled engine takes the benchmark task
     env = make_env_func_batched(sf_cfg, AttrDict(worker_index=0, vector_index=0, env_id=0))
     env.seed(0)
     env.reset()
-    singles = [make_crafter_env(sf_cfg.env, sf_cfg) for _ in range(4)]
+    singles = [make_gym_env(sf_cfg.env, sf_cfg) for _ in range(4)]
     for j, single in enumerate(singles):
         single.reset(seed=j)
     rng = np.random.default_rng(0)

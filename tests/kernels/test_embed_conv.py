@@ -15,6 +15,7 @@ from rlgpt.kernels import cpu, dispatch, reference
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
+from rlgpt.rl.worker_config import worker_config
 
 
 @pytest.fixture
@@ -121,7 +122,7 @@ def test_bf16_encoder_is_the_same_function_in_bfloat16(tmp_path):
     for precision in ("fp32", "bf16"):
         cfg.ppo.encoder_precision = precision
         sf_cfg = build_sf_config(cfg, tmp_path / precision, register_task_env(cfg.task))
-        assert sf_cfg.rlgpt_encoder_precision == precision
+        assert worker_config(sf_cfg).encoder_precision == precision
         register_model()
         torch.manual_seed(0)
         models[precision] = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
@@ -150,6 +151,7 @@ def test_auto_encoder_precision_follows_the_cpu(tmp_path, monkeypatch, native):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     cfg = load_config(builtin_config_path("main.yaml"), ["ppo.encoder_precision=auto"])
     sf_cfg = build_sf_config(cfg, tmp_path, register_task_env(cfg.task))
-    assert sf_cfg.rlgpt_encoder_precision == ("bf16" if native else "fp32")
+    assert worker_config(sf_cfg).encoder_precision == ("bf16" if native else "fp32")
     cfg.ppo.encoder_precision = "fp32"  # an explicit choice is kept whatever the CPU
-    assert build_sf_config(cfg, tmp_path, register_task_env(cfg.task)).rlgpt_encoder_precision == "fp32"
+    explicit = build_sf_config(cfg, tmp_path, register_task_env(cfg.task))
+    assert worker_config(explicit).encoder_precision == "fp32"

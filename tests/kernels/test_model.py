@@ -8,6 +8,7 @@ from sample_factory.model.model_utils import get_rnn_size
 from torch import nn
 
 from rlgpt.kernels import FusedLinearAct, dispatch
+from rlgpt.rl.worker_config import worker_config
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_policy_outputs_and_gradients_equal_with_and_without_kernels(kernels, po
     logits_t, values_t, grads_t = _outputs_and_grads(model, obs, sf_cfg, "torch")
     assert not launches
     logits_k, values_k, grads_k = _outputs_and_grads(model, obs, sf_cfg, "triton")
-    hidden = sf_cfg.rlgpt_hidden_size
+    hidden = worker_config(sf_cfg).train.ppo.hidden_size
     expected = [((64, 22), gemm), ((hidden, 32 * 7 * 9 + 64), gemm)]  # the vector MLP and the fuse layer
     assert sorted(launches) == sorted(expected)
     torch.testing.assert_close(logits_k, logits_t, atol=1e-5, rtol=1e-5)

@@ -4,6 +4,7 @@ started and resumed with the same command, which must not ask the model again fo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from loop_helpers import SMOKE, WAIT_S, wait_for
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
+from rlgpt.rl.worker_config import worker_config
 
 pytestmark = pytest.mark.slow
 
@@ -101,8 +103,9 @@ def test_one_outer_iteration_with_the_real_model_survives_sigkill(tmp_path: Path
     job = json.loads((it / "train" / "job.json").read_text())
     assert job["config"]["env"]["episode_length"] == fast["reply"]["horizon"]
     sf_config = json.loads((it / "train" / "config.json").read_text())
-    assert json.loads(sf_config["rlgpt_macros"] or "[]") == fast["reply"]["macros"]
-    assert (sf_config["rlgpt_reward"] or "") == fast["reply"]["reward_code"]
+    ours = worker_config(sf_config)
+    assert [dataclasses.asdict(m) for m in ours.macros] == fast["reply"]["macros"]
+    assert ours.setup.reward_code == fast["reply"]["reward_code"]
     assert list((it / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))
     evaluation = json.loads((it / "training.json").read_text())
     assert evaluation["ok"], evaluation["error"]

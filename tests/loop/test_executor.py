@@ -17,7 +17,7 @@ from loop_helpers import wait_for
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.layout import ATTEMPTS_JSON, RESULT_JSON, TRAINED_JSON
 from rlgpt.rl.sf_config import build_sf_config
-from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+from rlgpt.rl.sf_env import make_gym_env, register_task_env
 from rlgpt.run.executor import LocalExecutor, TrainJob
 from rlgpt.run.records import job_record
 from rlgpt.tracking import MetricsLog, read_metrics, spent_steps
@@ -33,14 +33,14 @@ def test_reward_and_observation_are_applied_in_the_sf_env(tmp_path: Path) -> Non
     cfg = smoke_train(tmp_path / "run")
     job = TrainJob(cfg, reward_code=REWARD, observation=("view",))
     sf_cfg = build_sf_config(cfg, tmp_path / "run", register_task_env(cfg.task), setup=job.env_setup())
-    env = make_crafter_env(sf_cfg.env, sf_cfg)
+    env = make_gym_env(sf_cfg.env, sf_cfg)
     obs, _ = env.reset(seed=0)
     assert not np.any(obs["vector"]) and np.any(obs["view"])  # the vector part was left out
     _, reward, _, _, info = env.step(0)
     assert info["dense_reward"] == 0.5 and reward == 0.5
     # Without the flags the env is the plain task env.
     plain = build_sf_config(cfg, tmp_path / "run", register_task_env(cfg.task))
-    obs, _ = make_crafter_env(plain.env, plain).reset(seed=0)
+    obs, _ = make_gym_env(plain.env, plain).reset(seed=0)
     assert np.any(obs["vector"])
 
 

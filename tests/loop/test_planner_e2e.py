@@ -13,6 +13,7 @@ from loop_helpers import SMOKE, cli
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
 from rlgpt.macro.prefix import StartSummary
+from rlgpt.rl.worker_config import worker_config
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def test_a_small_planner_run_completes_with_the_real_model(tmp_path: Path) -> No
         if choice["source"] != "library" and i and parts[i - 1]["ok"]:
             # A later link trained with the earlier link's policy as an option.
             config = json.loads(next(sub_dir.glob("iter_*/train/config.json")).read_text())
-            assert config["rlgpt_options"]
+            assert worker_config(config).train.options
         pool_record = sub_dir / "start_pool.json"
         starts = json.loads(pool_record.read_text()) if pool_record.is_file() else {}
         if choice["source"] != "library" and starts.get("pool"):

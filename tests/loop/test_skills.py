@@ -14,6 +14,7 @@ from rlgpt.agents.planner import Planner
 from rlgpt.config import builtin_config_path, load_config
 from rlgpt.llm.config import build_client
 from rlgpt.rl.train import train
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.run.runner import run, uses_planner
 from rlgpt.run.skills import SkillLibrary, run_chain
 
@@ -162,7 +163,8 @@ def test_a_later_subtask_trains_with_the_earlier_skills_policy_as_an_option(tmp_
     summary = run(cfg)
 
     sf_config = json.loads((it_dir / "train" / "config.json").read_text())
-    assert sf_config["rlgpt_options"] == str(wood.policy_dir)  # the wood skill is an action of this training
+    # The wood skill is an action of this training.
+    assert worker_config(sf_config).train.options == (str(wood.policy_dir),)
     # The iteration's evaluation sampled the trained policy, option included (chosen all but surely).
     report = json.loads((it_dir / "train" / "result.json").read_text())["eval"]
     assert report["option_stats"]["collect_wood"]["calls"] > 0

@@ -100,17 +100,15 @@ def test_spending_what_the_shaping_paid_for_never_makes_stopping_short_worth_mor
 
 @pytest.mark.parametrize("cap, total", [(0.25, 0.25), (0.0, 3.0)])
 def test_a_trainings_cap_reaches_the_wrapper_its_env_workers_build(cap: float, total: float) -> None:
-    import types
-
     from rlgpt.config import EnvSetup, TrainConfig
-    from rlgpt.rl.sf_config import rlgpt_flags
+    from rlgpt.rl.sf_config import resolve_worker_config
+    from rlgpt.rl.worker_config import FLAG
     from rlgpt.rl.wrappers import wrap_task_env
 
-    # What a Sample Factory env worker reads: the training's rlgpt_* flags (0 = no cap).
+    # What a Sample Factory env worker reads: the training's one rlgpt flag (0 = no cap).
     setup = EnvSetup("def reward(game, prev):\n    return 0.3\n")
-    flags = rlgpt_flags(TrainConfig(dense_reward_cap=cap), setup)
-    env = wrap_task_env(make_task_env("collect_wood", seed=0, episode_length=10),
-                        types.SimpleNamespace(**flags, seed=0, gamma=0.99))
+    flag = resolve_worker_config(TrainConfig(dense_reward_cap=cap), setup).to_json()
+    env = wrap_task_env(make_task_env("collect_wood", seed=0, episode_length=10), {FLAG: flag})
     env.reset(seed=1)
     assert sum(env.step(ACTION_NAMES.index("noop"))[1] for _ in range(10)) == pytest.approx(total)
     with pytest.raises(ValueError, match="episode_cap"):

@@ -11,6 +11,7 @@ from rlgpt.envs.tasks import make_task_env
 from rlgpt.rl.sf_config import env_backend
 from rlgpt.rl.stored_policy import StoredPolicy
 from rlgpt.rl.train import train
+from rlgpt.rl.worker_config import FLAG, worker_config
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def test_an_option_plays_the_stored_policy_as_one_transition(wood_policy) -> Non
             assert call["name"] == "collect_wood" and info["num_frames"] == max(call["steps"], 1)
             # A call ends exactly when its goal's count rose, the episode ended or its step bound passed.
             assert call["reached"] == (player_of().achievements["collect_wood"] > wood)
-            bound = policy.cfg.rlgpt_macro_max_steps
+            bound = worker_config(policy.cfg).train.macros.max_steps
             assert call["reached"] or terminated or truncated or call["steps"] >= bound
             steps += call["steps"]
             reached += call["reached"]
@@ -74,7 +75,7 @@ def test_a_training_chooses_a_stored_policy_as_an_option(tmp_path, wood_policy) 
 
 def option_chain(policy_dir, root, links: int) -> list:
     """`links` policy directories shaped like a planner chain's later links without training them: link i
-    is `policy_dir`'s network with the links before it as options (its config's ``rlgpt_options``, its
+    is `policy_dir`'s network with the links before it as options (its config's ``train.options``, its
     action head grown by one row per option, biased so that the options are chosen often)."""
     import json
     import shutil
@@ -86,7 +87,9 @@ def option_chain(policy_dir, root, links: int) -> list:
         link = root / f"link{i}"
         shutil.copytree(policy_dir, link)
         config = json.loads((link / "config.json").read_text())
-        config["rlgpt_options"] = ",".join(str(d) for d in dirs)
+        ours = json.loads(config[FLAG])
+        ours["train"]["options"] = [str(d) for d in dirs]
+        config[FLAG] = json.dumps(ours)
         (link / "config.json").write_text(json.dumps(config))
         path = latest_checkpoint(link)
         checkpoint = load_checkpoint(path)
@@ -112,14 +115,15 @@ def test_a_chain_of_options_loads_each_policy_once_per_process_and_wraps_it_once
     wraps = []
     original = StoredPolicy.wrap
     monkeypatch.setattr(StoredPolicy, "wrap",
-                        lambda self, env: wraps.append(self.cfg.rlgpt_options) or original(self, env))
+                        lambda self, env: wraps.append(worker_config(self.cfg).train.options)
+                        or original(self, env))
     top = StoredPolicy(links[-1])
-    assert top.cfg.rlgpt_options.count(",") == 4
+    assert len(worker_config(top.cfg).train.options) == 5
     options = option_policies(top.cfg)
     games = [wrap_task_env(make_task_env("collect_wood", episode_length=200), top.cfg, options=options)
              for _ in range(2)]
     # Once per earlier link and game (link i is the one offering i options).
-    assert sorted(wraps) == sorted([",".join(map(str, links[:i])) for i in range(5)] * 2)
+    assert sorted(wraps) == sorted([tuple(map(str, links[:i])) for i in range(5)] * 2)
     assert len({id(p.model) for p in option_policies(top.cfg)}) == 5 and option_policies(top.cfg) == options
     # The nested options still play: the deepest link's option runs links that call their own options.
     torch.manual_seed(0)

@@ -21,7 +21,8 @@ from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.sf_config import build_sf_config
-from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+from rlgpt.rl.sf_env import make_gym_env, register_task_env
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.rl.wrappers import episode_stats
 
 STAT_KEYS = set(episode_stats(0.0, 0, 0, np.zeros(len(ACHIEVEMENTS))))
@@ -35,13 +36,13 @@ def sf_config(*overrides: str, setup: EnvSetup = NO_SETUP):
 def test_rows_are_the_per_env_task_envs_through_episode_ends():
     # collect_sapling succeeds often under random actions; length 40 truncates the rest.
     sf_cfg = sf_config("task=collect_sapling", "env.episode_length=40", "seed=7")
-    assert sf_cfg.rlgpt_batch_games == 4 and sf_cfg.batched_sampling
+    assert worker_config(sf_cfg).batch_games == 4 and sf_cfg.batched_sampling
     # What Sample Factory builds for split 1 of worker 0 (its env index 1), wrappers included.
     env = make_env_func_batched(sf_cfg, AttrDict(worker_index=0, vector_index=1, env_id=1))
     assert env.num_agents == 4
     env.seed(1)
     obs, _ = env.reset()
-    singles = [make_crafter_env(sf_cfg.env, sf_cfg) for _ in range(4)]
+    singles = [make_gym_env(sf_cfg.env, sf_cfg) for _ in range(4)]
     expected = [single.reset(seed=4 + j)[0] for j, single in enumerate(singles)]  # env index 1 * 4 + j
     rng = np.random.default_rng(0)
     ends = {"success": 0, "truncated": 0}
@@ -69,7 +70,7 @@ def test_rows_are_the_per_env_task_envs_through_episode_ends():
 def test_observation_and_action_spaces_match_the_per_env_path():
     sf_cfg = sf_config()
     batch = make_env_func_batched(sf_cfg, AttrDict(worker_index=0, vector_index=0, env_id=0))
-    single = make_crafter_env(sf_cfg.env, sf_cfg)
+    single = make_gym_env(sf_cfg.env, sf_cfg)
     assert batch.observation_space == single.observation_space
     assert batch.action_space == single.action_space
 
@@ -103,7 +104,7 @@ def test_first_observation_has_no_primitive_steps_and_reset_without_seed_starts_
 )
 def test_auto_takes_the_batch_backend_wherever_it_applies(overrides, setup, backend):
     sf_cfg = sf_config(*overrides, setup=setup)
-    assert (sf_cfg.batched_sampling, sf_cfg.rlgpt_batch_games > 0) == ((backend == "batch"),) * 2
+    assert (sf_cfg.batched_sampling, worker_config(sf_cfg).batch_games > 0) == ((backend == "batch"),) * 2
     # The gym backend keeps Sample Factory's per-env layout: 8 envs per worker in two splits.
     assert sf_cfg.num_envs_per_worker == (2 if backend == "batch" else 8)
 
@@ -122,7 +123,7 @@ def test_batch_backend_needs_splits_that_fill_training_batches():
     with pytest.raises(ConfigError, match="24 games per split"):
         sf_config("env.num_envs_per_worker=48", "ppo.batch_size=1024", "ppo.rollout=64")
     sf_cfg = sf_config("env.num_envs_per_worker=64", "ppo.batch_size=1024", "ppo.rollout=64")
-    assert sf_cfg.rlgpt_batch_games == 32
+    assert worker_config(sf_cfg).batch_games == 32
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2+ usable CPU cores")
@@ -136,7 +137,7 @@ def test_batch_backend_needs_splits_that_fill_training_batches():
     ],
 )
 def test_learner_core_resolution(overrides, own_core):
-    core = sf_config(*overrides).rlgpt_learner_core
+    core = worker_config(sf_config(*overrides)).learner_core
     assert core == (max(os.sched_getaffinity(0)) if own_core else -1)
     with pytest.raises(ConfigError, match="learner_core must be one of auto, own, shared"):
         load_config(None, ["learner_core=half"])
@@ -229,13 +230,13 @@ def test_rows_with_macros_reward_and_observation_parts_are_the_per_env_envs(tmp_
     macro_file.write_text(MACROS)
     sf_cfg = sf_config("task=collect_wood", "env.episode_length=60", "seed=7", f"macros.file={macro_file}",
                        "macros.max_steps=12", setup=EnvSetup(reward_code=REWARD, observation=("view",)))
-    assert sf_cfg.rlgpt_batch_games == 4 and sf_cfg.batched_sampling
+    assert worker_config(sf_cfg).batch_games == 4 and sf_cfg.batched_sampling
     env = make_env_func_batched(sf_cfg, AttrDict(worker_index=0, vector_index=1, env_id=1))
     n_actions = len(ACTION_NAMES) + 5
     assert env.action_space.n == n_actions
     env.seed(1)
     obs, _ = env.reset()
-    singles = [make_crafter_env(sf_cfg.env, sf_cfg) for _ in range(4)]
+    singles = [make_gym_env(sf_cfg.env, sf_cfg) for _ in range(4)]
     expected = [single.reset(seed=4 + j)[0] for j, single in enumerate(singles)]
     rng = np.random.default_rng(0)
     seen = {"ends": 0, "macro calls": 0, "k > 1": 0, "outcomes": set()}

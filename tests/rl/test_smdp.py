@@ -234,12 +234,12 @@ def test_the_policy_ignores_num_frames():
     """``num_frames`` is bookkeeping for the learner: no encoder weight reads it, whatever its value."""
     from rlgpt.config import load_config
     from rlgpt.rl.sf_config import build_sf_config
-    from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+    from rlgpt.rl.sf_env import make_gym_env, register_task_env
 
     cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32"])
     sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))
     register_model()
-    env = make_crafter_env(sf_cfg.env, sf_cfg)
+    env = make_gym_env(sf_cfg.env, sf_cfg)
     model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
     assert "num_frames" in env.observation_space.spaces
     obs, _ = env.reset(seed=0)
@@ -264,12 +264,12 @@ def test_pixel_observations_build_a_policy_that_sees_the_image():
     """Crafter's pixels are HWC; Sample Factory's conv encoder needs CHW (it used to fail to build)."""
     from rlgpt.config import load_config
     from rlgpt.rl.sf_config import build_sf_config
-    from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+    from rlgpt.rl.sf_env import make_gym_env, register_task_env
 
     cfg = load_config(None, ["task=collect_wood", "ppo.hidden_size=32", "env.obs_mode=pixels"])
     sf_cfg = build_sf_config(cfg, Path("/nonexistent/run"), register_task_env("collect_wood"))
     register_model()
-    env = make_crafter_env(sf_cfg.env, sf_cfg)
+    env = make_gym_env(sf_cfg.env, sf_cfg)
     assert env.observation_space["obs"].shape == (3, 64, 64)
     model = create_actor_critic(sf_cfg, env.observation_space, env.action_space)
     obs, _ = env.reset(seed=0)

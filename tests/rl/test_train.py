@@ -14,6 +14,7 @@ from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate, plot_learning_curves
 from rlgpt.rl.train import train
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.rl.wrappers import episode_stats
 from rlgpt.tracking import read_metrics
 
@@ -94,7 +95,7 @@ def test_smoke_config_trains_with_the_batch_backend(trained_run):
     _, result = trained_run
     sf_config = json.loads((result.run_dir / layout.SF_CONFIG).read_text())
     assert sf_config["batched_sampling"] is True
-    assert (sf_config["num_envs_per_worker"], sf_config["rlgpt_batch_games"]) == (2, 2)
+    assert (sf_config["num_envs_per_worker"], worker_config(sf_config).batch_games) == (2, 2)
 
 
 def test_policy_is_seeded(trained_run):

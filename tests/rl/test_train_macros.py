@@ -11,6 +11,7 @@ from rlgpt.macro.files import MacroFileError, load_macro_file
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import evaluate
 from rlgpt.rl.train import train
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.tracking import read_metrics
 
 
@@ -26,7 +27,7 @@ def test_macro_run_in_sf_workers(tmp_path, backend):
     result = train(cfg)
     assert result.status == 0
     sf_cfg = json.loads((result.run_dir / "config.json").read_text())
-    assert sf_cfg["batched_sampling"] == (backend == "auto") and sf_cfg["rlgpt_macros"]
+    assert sf_cfg["batched_sampling"] == (backend == "auto") and worker_config(sf_cfg).macros
 
     events = EventAccumulator(str(result.run_dir / ".summary" / "0"))
     events.Reload()

@@ -204,13 +204,13 @@ def test_memory_limit_is_sized_from_current_usage_and_never_raised():
 
 @pytest.mark.parametrize("headroom_mb", [256, 0])
 def test_env_factory_applies_the_backstop_only_in_worker_processes(tmp_path, headroom_mb):
-    """`make_crafter_env` limits an SF worker process (once) and marks macros; 0 turns the limit off."""
+    """`make_gym_env` limits an SF worker process (once) and marks macros; 0 turns the limit off."""
     macro_file = tmp_path / "macros.yaml"
     macro_file.write_text("- name: walk\n  code: |\n" + textwrap.indent(WALK.strip("\n"), "    ") + "\n")
     code = f"""
         import json, os, resource
         from rlgpt.config import load_config
-        from rlgpt.rl.sf_env import make_crafter_env, register_task_env
+        from rlgpt.rl.sf_env import make_gym_env, register_task_env
         from rlgpt.rl.sf_config import build_sf_config
         from rlgpt.rl.workers import data_segment_bytes, read_marker
 
@@ -218,9 +218,9 @@ def test_env_factory_applies_the_backstop_only_in_worker_processes(tmp_path, hea
         run_dir = {str(tmp_path / "run")!r}
         sf_cfg = build_sf_config(cfg, __import__("pathlib").Path(run_dir), register_task_env(cfg.task))
         before = data_segment_bytes()
-        env = make_crafter_env("crafter_collect_wood", sf_cfg)
+        env = make_gym_env("crafter_collect_wood", sf_cfg)
         limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
-        make_crafter_env("crafter_collect_wood", sf_cfg)
+        make_gym_env("crafter_collect_wood", sf_cfg)
         env.reset(seed=0)
         env.step(env.action_space.n - 1)
         marker = os.path.join(run_dir, ".workers", str(os.getpid()))

@@ -9,6 +9,7 @@ is the pipeline and what it produces. Any input, of any size or nesting, yields 
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,14 @@ def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None, 
     limits = limits or MacroLimits()
     if not isinstance(source, MacroSource):
         source = MacroSource.from_code(source, limits=limits)
+    return _compiled(source, limits, api)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source: MacroSource, limits: MacroLimits, api: str) -> CompiledMacro:
+    """One compilation per source and limits in a process: the trainer's check, each env of a worker, the
+    probe and the evaluation share it (a `CompiledMacro` is immutable; each call gets its own namespace and
+    guard). A rejected source raises every time (exceptions are not cached)."""
     problems = check_macro(source, limits, api)
     if problems:
         raise MacroCompileError(source.name, problems)

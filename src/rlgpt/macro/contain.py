@@ -37,6 +37,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from rlgpt.macro.diagnostics import Diagnostic, describe_exception
+from rlgpt.procs import limit_memory, lower_limit
 
 
 @dataclass(frozen=True)
@@ -82,41 +83,14 @@ class Contained:
         return self.diagnostic is None
 
 
-def _virtual_memory_bytes() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _set_limits(limits: ContainLimits) -> None:
     """Apply the backstops to this (child) process; each only lowers a limit."""
     if limits.memory_mb:
-        size = _virtual_memory_bytes()
-        if size is not None:
-            _lower(resource.RLIMIT_AS, size + limits.memory_mb * 2**20)
+        limit_memory(resource.RLIMIT_AS, limits.memory_mb)
     if limits.cpu_seconds:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         used = usage.ru_utime + usage.ru_stime
-        _lower(resource.RLIMIT_CPU, int(used + limits.cpu_seconds) + 1, extra=1)
-
-
-def _lower(which: int, soft: int, extra: int | None = None) -> None:
-    """Lower ``which``'s soft limit to ``soft`` (never raise it); with ``extra``, also the hard limit to
-    ``soft + extra`` (RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one)."""
-    old_soft, hard = resource.getrlimit(which)
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    if old_soft != resource.RLIM_INFINITY and old_soft <= soft:
-        return
-    new_hard = hard
-    if extra is not None:
-        new_hard = soft + extra if hard == resource.RLIM_INFINITY else min(soft + extra, hard)
-    resource.setrlimit(which, (soft, new_hard))
+        lower_limit(resource.RLIMIT_CPU, int(used + limits.cpu_seconds) + 1, extra=1)
 
 
 def _failure(exc: BaseException) -> Diagnostic:

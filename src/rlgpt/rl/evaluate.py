@@ -13,6 +13,7 @@ the safe unpickler, `rlgpt.rl.stored_policy.StoredPolicy`) and plays it in-proce
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,8 +28,9 @@ from rlgpt import layout, rundir
 from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.rl.checkpoint import EvalError
 from rlgpt.rl.score import PAPER_SCORES_1M, crafter_score, percent_rates, success_measure
-from rlgpt.rl.sf_env import make_crafter_env
+from rlgpt.rl.sf_env import make_gym_env
 from rlgpt.rl.stored_policy import StoredPolicy
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.tracking import log_scalars, read_curve
 
 TRACE_STEPS = 8
@@ -267,6 +269,16 @@ class CheckpointPolicy:
         return self.policy.act_batch(observations, self.deterministic)
 
 
+def evaluation_envs(cfg: Any, count: int, episode_length: int | None = None) -> list[Any]:
+    """``count`` envs of the training whose Sample Factory config is ``cfg``, as its evaluation plays them:
+    the training's task env and per-env wrappers (macros, dense reward, observation parts, options), one
+    game each, with ``episode_length`` replacing the training's episode limit when given."""
+    wc = worker_config(cfg)
+    if episode_length is not None:
+        wc = dataclasses.replace(wc, episode_length=episode_length)
+    return [make_gym_env(cfg.env, wc) for _ in range(count)]
+
+
 def evaluate(
     run_dir: str | Path,
     episodes: int = 50,
@@ -288,9 +300,7 @@ def evaluate(
     run_dir = Path(run_dir)
     policy = StoredPolicy(run_dir)
     cfg = policy.cfg
-    if episode_length is not None:
-        cfg.rlgpt_episode_length = episode_length
-    envs = [make_crafter_env(cfg.env, cfg) for _ in range(min(num_envs, episodes))]
+    envs = evaluation_envs(cfg, min(num_envs, episodes), episode_length)
     policy.build(envs[0])
     # Sampled actions come from torch's global generator: seeding it (in a fork, leaving the caller's
     # stream as it was) makes an evaluation of one checkpoint with one seed the same wherever it runs.

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sample_factory.algo.learning import learner_worker
 from sample_factory.algo.learning.learner import Learner
 from sample_factory.algo.utils.misc import LEARNER_ENV_STEPS, POLICY_ID_KEY
 from sample_factory.algo.utils.tensor_dict import TensorDict, shallow_recursive_copy
@@ -40,6 +39,8 @@ from sample_factory.utils.utils import experiment_dir, log
 from torch import Tensor
 
 from rlgpt import kernels, layout, rundir
+from rlgpt.rl import sf_private
+from rlgpt.rl.worker_config import worker_config
 
 NUM_FRAMES_KEY = "num_frames"
 """Observation key holding the primitive steps of the transition that produced the observation."""
@@ -84,17 +85,17 @@ def batch_num_frames(obs: TensorDict, shape: torch.Size) -> Tensor:
 
 
 class MarkSaver:
-    """Saves a copy of the policy the first time the run's step count (``rlgpt_mark_offset`` + the learner's
-    ``env_steps``) reaches each of ``rlgpt_marks`` (`rlgpt.config.TrainConfig.marks`), into
+    """Saves a copy of the policy the first time the run's step count (`rlgpt.config.TrainConfig.mark_offset`
+    + the learner's ``env_steps``) reaches each of its `rlgpt.config.TrainConfig.marks`, into
     `rlgpt.layout.mark_dir`: the checkpoint (tensors on the CPU) and Sample Factory's config, so the
     copy is a run directory `rlgpt.rl.evaluate.evaluate` reads like any other. A mark whose copy exists
     (saved by an earlier, killed session) is kept as it is: it is the policy that crossed the mark."""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        self.offset = int(getattr(cfg, "rlgpt_mark_offset", 0) or 0)
-        text = str(getattr(cfg, "rlgpt_marks", "") or "")
-        self.pending = sorted({int(m) for m in text.split(",") if m.strip()})
+        train = worker_config(cfg).train
+        self.offset = train.mark_offset
+        self.pending = sorted(set(train.marks))
         self.train_dir = Path(experiment_dir(cfg=cfg)) if self.pending else None
 
     def due(self, env_steps: int) -> list[int]:
@@ -151,8 +152,8 @@ class SMDPLearner(Learner):
         """The budget marks this training saves a policy copy at."""
 
     def init(self):
-        # In the learner process: the core `rlgpt.rl.train` kept free for it (getattr: older run configs).
-        core = int(getattr(self.cfg, "rlgpt_learner_core", -1))
+        # In the learner process: the core `rlgpt.rl.train` kept free for it.
+        core = worker_config(self.cfg).learner_core
         if core >= 0:
             os.sched_setaffinity(0, {core})
         return super().init()
@@ -268,4 +269,4 @@ def install(learner_cls: type[Learner] = SMDPLearner) -> None:
             f"rlgpt.rl.learner mirrors Sample Factory {SF_VERSION}'s Learner._prepare_batch, but "
             f"sample-factory {installed} is installed; pin sample-factory=={SF_VERSION} or port SMDPLearner"
         )
-    learner_worker.Learner = learner_cls
+    sf_private.replace_learner(learner_cls)

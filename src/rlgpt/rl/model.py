@@ -18,6 +18,7 @@ from torch import nn
 from rlgpt import kernels
 from rlgpt.kernels.modules import FusedLinearAct
 from rlgpt.rl.learner import NUM_FRAMES_KEY
+from rlgpt.rl.worker_config import worker_config
 
 EMBED_DIM = 16
 CONV_CHANNELS = 32
@@ -52,10 +53,10 @@ class SymbolicEncoder(Encoder):
         # Linear+ELU stacks that run as one fused Triton kernel on CUDA (same parameters and state-dict
         # keys as nn.Sequential(nn.Linear, nn.ELU); RLGPT_KERNELS=torch turns the kernels off).
         self.vector = FusedLinearAct(vector.shape[0], VECTOR_DIM, "elu")
-        hidden = int(cfg.rlgpt_hidden_size)
+        hidden = worker_config(cfg).train.ppo.hidden_size
         self.fuse = FusedLinearAct(CONV_CHANNELS * height * width + VECTOR_DIM, hidden, "elu")
         # getattr: configs of runs trained before the knob existed lack it (they ran in float32).
-        self.bf16 = getattr(cfg, "rlgpt_encoder_precision", "fp32") == "bf16"
+        self.bf16 = worker_config(cfg).encoder_precision == "bf16"
         self.out_size = hidden
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:

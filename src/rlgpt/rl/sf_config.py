@@ -1,9 +1,10 @@
 """The one place a `TrainConfig` (and a job's LLM-written env setup) becomes Sample Factory's config.
 
-:func:`build_sf_config` writes every flag a training sets, ``rlgpt_*`` ones included, from the dataclasses
-(never a second copy of their defaults), resolves the env backend and the learner's core from the same
-config, and parses the command line once. Every flag is passed every time: a resumed run reloads its saved
-``config.json`` and only flags given on the command line override it.
+:func:`build_sf_config` writes every flag a training sets from the dataclasses (never a second copy of
+their defaults), resolves the env backend and the learner's core from the same config, and parses the
+command line once. rlgpt's own settings travel as one flag, the typed `rlgpt.rl.worker_config.WorkerConfig`
+as JSON. Every flag is passed every time: a resumed run reloads its saved ``config.json`` and only flags
+given on the command line override it.
 """
 
 from __future__ import annotations
@@ -18,25 +19,12 @@ from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 from sample_factory.utils.typing import Config
 
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig
-from rlgpt.envs.tasks import TaskSpec
+from rlgpt.env_registry import get_env
 from rlgpt.errors import ConfigError
 from rlgpt.kernels import dispatch
-from rlgpt.macro.files import load_macro_file, sources_to_json
+from rlgpt.macro.files import load_macro_file
+from rlgpt.rl.worker_config import FLAG, WorkerConfig
 from rlgpt.tracking import SUCCESS_WINDOW
-
-ENV_PREFIX = "crafter_"
-
-
-def env_name_for_task(task: str) -> str:
-    """Sample Factory env name of a task, e.g. ``collect_wood`` -> ``crafter_collect_wood``."""
-    return ENV_PREFIX + task
-
-
-def task_from_env_name(env_name: str) -> str:
-    """Inverse of :func:`env_name_for_task`."""
-    if not env_name.startswith(ENV_PREFIX):
-        raise ValueError(f"not a Crafter env name: {env_name!r} (expected {ENV_PREFIX}<task>)")
-    return env_name[len(ENV_PREFIX) :]
 
 
 def encoder_precision(setting: str) -> str:
@@ -53,12 +41,14 @@ def env_backend(cfg: TrainConfig, setup: EnvSetup = NO_SETUP) -> str:
     observation parts run on both); ``batch`` for such a run is a ConfigError naming why."""
     if cfg.env.backend == "gym":
         return "gym"
+    batchable = get_env(cfg.env.kind).batch_backend
     needs_gym = [
         why
         for needed, why in (
             (cfg.env.obs_mode != "symbolic", "pixel observations"),
             (bool(cfg.env.start_pool), "saved start states"),
             (bool(cfg.options), "stored policies as options"),
+            (not batchable, f"{cfg.env.kind} games (the batch engine runs Crafter's)"),
         )
         if needed
     ]
@@ -92,31 +82,18 @@ def learner_core(cfg: TrainConfig, backend: str) -> int:
     return cores[-1] if own and len(cores) >= 2 else -1
 
 
-def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gym") -> dict[str, Any]:
-    """The ``rlgpt_*`` flags (what rlgpt's own code reads from Sample Factory's config in every process)."""
-    games = batch_games(cfg, backend)
-    return {
-        "rlgpt_obs_mode": cfg.env.obs_mode,
-        "rlgpt_episode_length": cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length,
-        "rlgpt_hidden_size": cfg.ppo.hidden_size,
-        "rlgpt_encoder_precision": encoder_precision(cfg.ppo.encoder_precision),
-        # Macro sources travel in the config; each env worker compiles them (no code objects pickled).
-        "rlgpt_macros": sources_to_json(load_macro_file(cfg.macros.file)) if cfg.macros.file else "",
-        "rlgpt_macro_max_steps": cfg.macros.max_steps,
-        "rlgpt_start_pool": cfg.env.start_pool or "",
-        "rlgpt_options": ",".join(cfg.options),
-        "rlgpt_macro_memory_mb": cfg.macros.memory_limit_mb,
-        "rlgpt_max_time_share": cfg.macros.max_time_share,
-        "rlgpt_budget_grace_seconds": cfg.macros.budget_grace_seconds,
-        "rlgpt_reward": setup.reward_code,
-        "rlgpt_dense_reward_cap": cfg.dense_reward_cap,
-        "rlgpt_observation": ",".join(setup.observation),
-        "rlgpt_learner_core": learner_core(cfg, backend),
-        "rlgpt_batch_games": games,
-        # Budget marks the learner saves a policy copy at (`rlgpt.rl.learner.MarkSaver`).
-        "rlgpt_marks": ",".join(str(m) for m in sorted(set(cfg.marks))),
-        "rlgpt_mark_offset": cfg.mark_offset,
-    }
+def resolve_worker_config(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gym") -> WorkerConfig:
+    """What every process of the training reads (`rlgpt.rl.worker_config`): the config, the job's setup, the
+    macro file's sources (read and checked here, once) and what this machine and ``backend`` resolve."""
+    return WorkerConfig(
+        train=cfg,
+        setup=setup,
+        macros=tuple(load_macro_file(cfg.macros.file)) if cfg.macros.file else (),
+        episode_length=cfg.env.episode_length or get_env(cfg.env.kind).episode_length(cfg.task),
+        batch_games=batch_games(cfg, backend),
+        learner_core=learner_core(cfg, backend),
+        encoder_precision=encoder_precision(cfg.ppo.encoder_precision),
+    )
 
 
 def sf_flags(cfg: TrainConfig, run_dir: Path, env_name: str, backend: str) -> dict[str, Any]:
@@ -181,11 +158,11 @@ def build_sf_config(
     extra_argv: Sequence[str] = (),
     setup: EnvSetup = NO_SETUP,
 ) -> Config:
-    """Sample Factory's config of a training: the flags of :func:`sf_flags` and :func:`rlgpt_flags` for the
+    """Sample Factory's config of a training: the flags of :func:`sf_flags` and the `WorkerConfig` for the
     env backend it resolves to (:func:`env_backend`), then ``extra_argv`` (Sample Factory flags the
     TrainConfig has no knob for, or overrides of its own: tests, the benchmark's Sample-Factory-defaults
     trainer), parsed once."""
-    ours = [flag for flag in extra_argv if flag.startswith("--rlgpt_")]
+    ours = [flag for flag in extra_argv if flag.startswith(f"--{FLAG}")]
     if ours:
         raise ConfigError(f"extra Sample Factory flags {ours} set rlgpt's own flags, which come from the "
                           "TrainConfig and the EnvSetup")
@@ -194,7 +171,8 @@ def build_sf_config(
     if backend == "batch" and clash:
         raise ConfigError(f"extra Sample Factory flags {clash} would change what the batch backend sized its "
                           "batches from; set them in the TrainConfig")
-    flags = {**sf_flags(cfg, run_dir, env_name, backend), **rlgpt_flags(cfg, setup, backend)}
+    ours = resolve_worker_config(cfg, setup, backend)
+    flags = {**sf_flags(cfg, run_dir, env_name, backend), FLAG: ours.to_json()}
     argv = [f"--{name}={value}" for name, value in flags.items()] + list(extra_argv)
     parser, _ = parse_sf_args(argv=argv, evaluation=False)
     add_rlgpt_args(parser)
@@ -202,7 +180,6 @@ def build_sf_config(
 
 
 def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
-    """Register the ``rlgpt_*`` flags with Sample Factory's parser (saved in the run's config.json); their
-    types and defaults are those of :func:`rlgpt_flags` for a default TrainConfig."""
-    for name, default in rlgpt_flags(TrainConfig()).items():
-        parser.add_argument(f"--{name}", default=default, type=type(default))
+    """Register rlgpt's one flag with Sample Factory's parser (saved in the run's config.json): the
+    `WorkerConfig` as JSON (`rlgpt.rl.worker_config`; every default is its dataclasses')."""
+    parser.add_argument(f"--{FLAG}", default="", type=str)

@@ -18,9 +18,9 @@ class StoredPolicy:
     def __init__(self, policy_dir: str | Path, task: str | None = None) -> None:
         from sample_factory.model.actor_critic import create_actor_critic
 
+        from rlgpt.env_registry import parse_sf_env_name
         from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint, load_sf_config
         from rlgpt.rl.model import register_model
-        from rlgpt.rl.sf_config import task_from_env_name
         from rlgpt.rl.worker_boot import apply_console_level
 
         apply_console_level()  # its model set-up's log lines stay off the console, as in a training
@@ -28,7 +28,7 @@ class StoredPolicy:
         self.policy_dir = Path(policy_dir).resolve()
         """The training directory this policy was loaded from."""
         self.cfg = load_sf_config(Path(policy_dir))
-        self.task = task or task_from_env_name(self.cfg.env)
+        self.task = task or parse_sf_env_name(self.cfg.env)[1]
         register_model()
         self.checkpoint = load_checkpoint(latest_checkpoint(Path(policy_dir)))
         self._create = create_actor_critic
@@ -80,17 +80,17 @@ _OPTION_POLICIES: dict[Path, StoredPolicy] = {}
 
 
 def option_policies(cfg: Any) -> list[StoredPolicy]:
-    """The stored policies a training's config offers as options (``rlgpt_options``: policy directories
-    joined by ``,``; configs written before the flag existed have none).
+    """The stored policies a training's config offers as options (`rlgpt.config.TrainConfig.options`).
 
     Each directory is loaded once per process and shared: a planner chain's link k offers links 0..k-1,
     whose own configs offer the links before them again, so loading per mention would build 2^(k-1)
     networks (and, per env, as many wrapper stacks) for link k: at the fifth link of a diamond chain the
     env workers ran out of memory building them. Option directories are finished trainings (skill
     library entries), so a loaded checkpoint never goes stale."""
-    dirs = getattr(cfg, "rlgpt_options", "") or ""
+    from rlgpt.rl.worker_config import worker_config
+
     policies = []
-    for d in dirs.split(","):
+    for d in worker_config(cfg).train.options:
         if d:
             key = Path(d).resolve()
             if key not in _OPTION_POLICIES:

@@ -16,15 +16,16 @@ from sample_factory.train import make_runner
 
 from rlgpt import layout, rundir
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig, to_dict
-from rlgpt.envs.tasks import TaskSpec
-from rlgpt.macro.files import load_macro_file
+from rlgpt.env_registry import get_env
 from rlgpt.rl import learner as smdp_learner
+from rlgpt.rl import sf_private
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
 from rlgpt.rl.worker_boot import boot_trainer, hold_sf_log, sf_log_to_file
+from rlgpt.rl.worker_config import worker_config
 from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
 from rlgpt.tracking import MetricsLog, ProgressLine
 
@@ -50,7 +51,7 @@ def _cores_without_the_learners(sf_cfg) -> Iterator[None]:
     """While Sample Factory's processes start and run: this process, and so every process it spawns
     (they inherit it), on every allowed core but the learner's; `rlgpt.rl.learner.SMDPLearner` moves the
     learner onto its core. The trainer's own affinity is restored afterwards (evaluation follows)."""
-    core = int(getattr(sf_cfg, "rlgpt_learner_core", -1))
+    core = worker_config(sf_cfg).learner_core
     if core < 0:
         yield
         return
@@ -80,25 +81,25 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
         def on_learner_report(self, runner, msg: dict, policy_id: int) -> None:
             self.decisions = int(msg[DECISIONS_KEY])
 
-        def _mean(self, runner, key: str) -> float | None:
+        def mean(self, runner, key: str) -> float | None:
             stat = runner.policy_avg_stats.get(key)
             return float(np.mean(stat[0])) if stat and len(stat[0]) else None
 
-        def _steps(self, runner) -> int:
+        def steps(self, runner) -> int:
             return int(runner.env_steps.get(0, 0))
 
         def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
-            now, steps = time.time(), self._steps(runner)
+            now, steps = time.time(), self.steps(runner)
             if self.last is not None and now > self.last[0] and steps >= self.last[1]:
                 inst = (steps - self.last[1]) / (now - self.last[0])
                 self.fps = inst if self.fps == 0.0 else 0.9 * self.fps + 0.1 * inst
             self.last = (now, steps)
-            progress.update(steps, self.fps, self._mean(runner, "rollout/success"))
+            progress.update(steps, self.fps, self.mean(runner, "rollout/success"))
 
         def extra_summaries(self, runner, policy_id, writer, env_steps) -> None:
             if env_steps == self.logged_steps:
                 return  # SF reports on a timer, also before the learner advanced; one row per env step
-            reward = self._mean(runner, "reward")
+            reward = self.mean(runner, "reward")
             writer.add_scalar("rollout/fps", self.fps, env_steps)
             if self.decisions is not None:
                 writer.add_scalar("rollout/decisions", self.decisions, env_steps)
@@ -112,18 +113,18 @@ def _make_observer(metrics: MetricsLog, progress: ProgressLine, stop_at_success:
                 decisions=self.decisions,
                 wall_time=round(time.time() - self.t0, 2),
                 fps=round(self.fps, 1),
-                success=self._mean(runner, "rollout/success"),
+                success=self.mean(runner, "rollout/success"),
                 success_episodes=len(runner.policy_avg_stats.get("rollout/success", [()])[0]),
                 episode_reward=reward,
-                episode_steps=self._mean(runner, "rollout/episode_steps"),
-                episode_decisions=self._mean(runner, "rollout/episode_decisions"),
+                episode_steps=self.mean(runner, "rollout/episode_steps"),
+                episode_decisions=self.mean(runner, "rollout/episode_decisions"),
                 resumed_from=resumed_from,
             )
             self.logged_steps = env_steps
             success = runner.policy_avg_stats.get("rollout/success")
             if stop_at_success > 0 and success and len(success[0]) == success[0].maxlen:
                 if float(np.mean(success[0])) >= stop_at_success:
-                    runner._stop_training()
+                    sf_private.stop_training(runner)
 
     return RolloutObserver()
 
@@ -141,13 +142,12 @@ def train(
     window of episodes reaches it. ``setup`` is the LLM-written part of the env (dense reward,
     observation parts); ``extra_sf_argv`` Sample Factory flags beyond the config's (`build_sf_config`).
     """
-    # Fail on a bad task name, macro file or backend before anything is created.
-    TaskSpec.from_name(cfg.task)
-    if cfg.macros.file:
-        load_macro_file(cfg.macros.file)
+    # Fail on a bad task name before anything is created (a bad macro file or backend: build_sf_config,
+    # which reads the macro file once for the whole training, before the run directory is made).
+    get_env(cfg.env.kind).check_task(cfg.task)
     boot_trainer(cfg.verbose)  # Sample Factory's children die with this process
     held_log = hold_sf_log()
-    env_name = register_task_env(cfg.task)
+    env_name = register_task_env(cfg.task, cfg.env.kind)
     register_model()
     run_dir = cfg.resolved_run_dir().resolve()
     sf_cfg = build_sf_config(cfg, run_dir, env_name, extra_sf_argv, setup)
@@ -174,8 +174,7 @@ def train(
         placement.enter_context(_cores_without_the_learners(sf_cfg))
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
-        # Not runner.register_policy_msg_handler: SF 2.1.1 stores the bare function where it iterates a list.
-        runner.policy_msg_handlers.setdefault(DECISIONS_KEY, []).append(observer.on_learner_report)
+        sf_private.add_policy_msg_handler(runner, DECISIONS_KEY, observer.on_learner_report)
         status = runner.init()
         if status == 0:
             watch = WorkerWatch(runner, run_dir, hang_s=cfg.macros.hang_seconds)
@@ -190,12 +189,12 @@ def train(
             if watch.death is not None:
                 raise WorkerDiedError(watch.death.describe(run_dir))
             # SF writes summaries periodically but not when training ends; the last point is written here.
-            if observer.logged_steps != observer._steps(runner):
-                runner._report_experiment_summaries()
+            if observer.logged_steps != observer.steps(runner):
+                sf_private.report_summaries(runner)
                 for writer in runner.writers.values():
                     writer.flush()
-        steps = observer._steps(runner)
-        success = observer._mean(runner, "rollout/success")
+        steps = observer.steps(runner)
+        success = observer.mean(runner, "rollout/success")
         progress.update(steps, observer.fps, success, force=True)
     finally:
         placement.close()

@@ -49,6 +49,8 @@ from signal_slot.signal_slot import EventLoopObject, Timer
 
 from rlgpt import layout
 from rlgpt.errors import RlgptError
+from rlgpt.procs import limit_memory, memory_in_use
+from rlgpt.rl import sf_private
 
 _MARKER_SIZE = 256
 _IDLE, _RUNNING = 0, 1
@@ -71,33 +73,14 @@ def is_sf_child_process() -> bool:
 
 def data_segment_bytes() -> int | None:
     """This process's data segment as ``RLIMIT_DATA`` counts it (``VmData``), or None where unknown."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return memory_in_use(resource.RLIMIT_DATA)
 
 
 def set_memory_limit(headroom_mb: int) -> int | None:
-    """Cap this process's data segment at its current size plus ``headroom_mb`` MiB (soft ``RLIMIT_DATA``).
-
-    Returns the limit in bytes, or None when ``headroom_mb <= 0`` or the platform cannot tell the current
-    size. Never raises the limit: an existing tighter soft limit is kept, the hard limit is left alone.
-    """
-    current = data_segment_bytes() if headroom_mb > 0 else None
-    if current is None:
-        return None
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = current + headroom_mb * 2**20
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    if soft != resource.RLIM_INFINITY and soft <= limit:
-        return soft
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-    return limit
+    """Cap this process's data segment at its current size plus ``headroom_mb`` MiB (soft ``RLIMIT_DATA``,
+    `rlgpt.procs.limit_memory`: never raised, the hard limit left alone). Returns the limit in bytes, or
+    None when ``headroom_mb <= 0`` or the platform cannot tell the current size."""
+    return limit_memory(resource.RLIMIT_DATA, headroom_mb)
 
 
 # -- running-macro marker ----------------------------------------------------------------------------------
@@ -294,7 +277,7 @@ class WorkerWatch(EventLoopObject):
 
             log.info("rlgpt: %s", self.death.describe(self.run_dir))  # the console gets it once, from the CLI
             self._stop_sending_to(proc)
-            self.runner._stop_training(failed=True)
+            sf_private.stop_training(self.runner, failed=True)
             self._release_batchers_of(proc)
             return
 
@@ -344,7 +327,7 @@ class WorkerWatch(EventLoopObject):
         for policy_id, learner in getattr(self.runner, "learners", {}).items():
             batcher = self.runner.batchers.get(policy_id)
             if learner.event_loop.process is proc and batcher in self.runner.components_to_stop:
-                self.runner._component_stopped(batcher.object_id, {})
+                sf_private.component_stopped(self.runner, batcher.object_id)
 
 
 class StopDeadline(threading.Thread):
@@ -433,7 +416,9 @@ def limit_worker_memory(cfg: Any) -> None:
     if not is_sf_child_process() or _limited_pid == os.getpid():
         return
     _limited_pid = os.getpid()
-    limit = set_memory_limit(int(getattr(cfg, "rlgpt_macro_memory_mb", 0) or 0))
+    from rlgpt.rl.worker_config import worker_config
+
+    limit = set_memory_limit(worker_config(cfg).train.macros.memory_limit_mb)
     if limit is not None:
         from sample_factory.utils.utils import log
 

@@ -15,12 +15,11 @@ import numpy as np
 from sample_factory.utils.typing import Config
 
 from rlgpt.envs.tasks import ACHIEVEMENTS
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE
-from rlgpt.macro.files import sources_from_json
-from rlgpt.macro.reward import DEFAULT_EPISODE_CAP, DenseRewardWrapper
+from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.options import OptionActionWrapper
+from rlgpt.rl.worker_config import WorkerConfig, worker_config
 from rlgpt.rl.workers import limit_worker_memory, protect_macro_env
 
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
@@ -161,42 +160,33 @@ def is_hwc_image(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.shape[-1] <= 4
 
 
-def time_budget(cfg: Config) -> dict[str, float]:
-    """The time-budget arguments of the macro and reward wrappers (`rlgpt.macro.budget`); getattr: configs
-    of runs trained before they existed lack them."""
-    return {"max_time_share": float(getattr(cfg, "rlgpt_max_time_share", DEFAULT_MAX_SHARE)),
-            "budget_grace_seconds": float(getattr(cfg, "rlgpt_budget_grace_seconds", DEFAULT_GRACE_SECONDS))}
+def time_budget(cfg: Any) -> dict[str, float]:
+    """The time-budget arguments of the macro and reward wrappers (`rlgpt.macro.budget`)."""
+    macros = worker_config(cfg).train.macros
+    return {"max_time_share": macros.max_time_share, "budget_grace_seconds": macros.budget_grace_seconds}
 
 
-def wrap_task_env(env: gym.Env, cfg: Config, dense_reward: bool = True, options: Sequence[Any] = ()
-                  ) -> gym.Env:
+def wrap_task_env(env: gym.Env, cfg: Config | WorkerConfig, dense_reward: bool = True,
+                  options: Sequence[Any] = ()) -> gym.Env:
     """The wrappers a run's config puts around its task env (reward, observation, macros, `options`:
     stored policies as actions, statistics); also used to run a trained policy on another env
     (`rlgpt.rl.stored_policy`: a skill chained into another episode, or an option)."""
-    # getattr: configs of runs trained before these flags existed lack them.
-    reward, observation = getattr(cfg, "rlgpt_reward", None), getattr(cfg, "rlgpt_observation", None)
+    wc = worker_config(cfg)
     if is_hwc_image(env.observation_space):
         env = ChannelsFirst(env)
-    if reward and dense_reward:
+    if wc.setup.reward_code and dense_reward:
         # The LLM's dense reward, shipped as source like macros; below the macro wrapper so that steps inside
         # a macro are shaped too. A failing reward gives 0 for that step and a diagnostic, never a crash.
-        cap = float(getattr(cfg, "rlgpt_dense_reward_cap", DEFAULT_EPISODE_CAP))
-        env = DenseRewardWrapper(env, reward, seed=int(cfg.seed or 0), episode_cap=cap or None,
-                                 **time_budget(cfg))
-        limit_worker_memory(cfg)  # reward code runs here too: the same memory backstop as for macros
-    if observation:
-        env = ObservationParts(env, tuple(observation.split(",")))
-    if cfg.rlgpt_macros:
+        env = DenseRewardWrapper(env, wc.setup.reward_code, seed=wc.seed,
+                                 episode_cap=wc.train.dense_reward_cap or None, **time_budget(wc))
+        limit_worker_memory(wc)  # reward code runs here too: the same memory backstop as for macros
+    if wc.setup.observation:
+        env = ObservationParts(env, wc.setup.observation)
+    if wc.macros:
         # Source travels in the config; compiling here, inside the worker, avoids pickling code objects.
-        env = MacroActionWrapper(
-            env,
-            sources_from_json(cfg.rlgpt_macros),
-            gamma=cfg.gamma,
-            max_macro_steps=cfg.rlgpt_macro_max_steps,
-            seed=int(cfg.seed or 0),
-            **time_budget(cfg),
-        )
+        env = MacroActionWrapper(env, list(wc.macros), gamma=wc.gamma,
+                                 max_macro_steps=wc.train.macros.max_steps, seed=wc.seed, **time_budget(wc))
         env = protect_macro_env(env, cfg)
     if options:
-        env = OptionActionWrapper(env, options, gamma=cfg.gamma, max_steps=cfg.rlgpt_macro_max_steps)
-    return PrimitiveStepCount(EpisodeStats(env, run_seed=int(cfg.seed or 0)))
+        env = OptionActionWrapper(env, options, gamma=wc.gamma, max_steps=wc.train.macros.max_steps)
+    return PrimitiveStepCount(EpisodeStats(env, run_seed=wc.seed))

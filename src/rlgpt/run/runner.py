@@ -51,9 +51,9 @@ def run(cfg: RunConfig, executor: Executor | None = None, backend: Backend | Non
         executor: where trainings run (default: `make_executor`, as ``cfg.executor`` says).
         backend: an already loaded LLM backend to use instead of building one from ``cfg.llm``.
     """
-    from rlgpt.envs.tasks import TaskSpec
+    from rlgpt.env_registry import get_env
 
-    TaskSpec.from_name(cfg.task)
+    get_env(cfg.train.env.kind).check_task(cfg.task)
     executor = executor or make_executor(cfg)
     run_dir = rundir.prepare_run_dir(cfg.resolved_run_dir()).resolve()
     with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
