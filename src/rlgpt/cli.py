@@ -240,6 +240,7 @@ def _report(args: argparse.Namespace) -> int:
 def _skills_learn(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rlgpt import layout
     from rlgpt.config import ConfigError, load_run_config
     from rlgpt.run.curriculum import learn, learn_table
     from rlgpt.run.runner import make_client
@@ -249,7 +250,7 @@ def _skills_learn(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-achievements must be >= 1, got {args.max_achievements}")
     overrides = (llm_overrides(args.llm) if args.llm is not None else []) + list(args.set or [])
     root = Path(args.library or load_run_config(args.config, overrides).skills_dir or default_skills_dir())
-    run_dir = Path(args.run_dir) if args.run_dir else root / "learn"
+    run_dir = Path(args.run_dir) if args.run_dir else root / layout.LEARN_DIR
     cfg = load_run_config(args.config, [*overrides, f"skills_dir={root}", f"run_dir={run_dir}"])
     library = SkillLibrary(root)
     client = make_client(cfg, run_dir)

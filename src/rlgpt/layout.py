@@ -55,6 +55,7 @@ A skill library (`rlgpt.run.skills`)::
     code_skills.json                 code skills (model-written macros that reached their goals): the
                                      library's version, content hash and one versioned entry per skill
     curriculum.json                  `rlgpt skills learn`'s attempt per achievement (a resumed run skips)
+    learn/                           its default run directory (learn/<achievement>.json: candidates)
     .lock                            writers hold it (flock) while adding
 """
 
@@ -145,6 +146,9 @@ CODE_SKILLS_JSON = "code_skills.json"
 """The library's code skills (`rlgpt.run.skills.CodeLibrary`)."""
 CURRICULUM_JSON = "curriculum.json"
 """`rlgpt skills learn`'s record: one attempt per achievement (`rlgpt.run.curriculum`)."""
+LEARN_DIR = "learn"
+"""`rlgpt skills learn`'s default run directory in the library, and the folder of its candidates (one
+``<achievement>.json`` each) in any run directory."""
 
 
 def iteration_dir(run_dir: Path, index: int) -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from crafter_helpers import chop_source, fenced
-from loop_helpers import smoke_config
+from loop_helpers import assert_error_line, cli, smoke_config
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
@@ -259,3 +259,9 @@ def test_learn_stores_only_skills_whose_probes_reach_the_goal_and_resumes(tmp_pa
     assert stored.provenance["calls"] == ["collect_wood"]
     assert "skill_collect_wood" in stored.code  # self-contained: the called skill is linked in
     assert "| collect_wood | yes |" in learn_table(attempts)
+
+
+def test_skills_learn_rejects_a_bad_limit_in_one_line(tmp_path: Path) -> None:
+    proc = cli("skills", "learn", "--library", str(tmp_path / "lib"), "--max-achievements", "0")
+    assert_error_line(proc, "--max-achievements must be >= 1")
+    assert not (tmp_path / "lib").exists()  # nothing was created for a command that never started

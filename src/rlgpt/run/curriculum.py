@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlgpt import rundir
+from rlgpt import layout, rundir
 from rlgpt.agents.envdoc import achievement_requirements, prerequisite_chain
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
@@ -116,8 +116,8 @@ def learn(cfg: RunConfig, library: SkillLibrary, client: LLMClient, run_dir: Pat
         say(f"[{done}] {achievement}: {record['start_states']} start states, probe rate {rate}, "
             f"{'stored' if record['stored'] else 'not stored'}, {record['llm_seconds']:.1f} s LLM"
             + (f" ({record['error']})" if record.get("error") else ""))
-    attempts = library.attempts()
-    return [{"achievement": a, **rec} for a, rec in attempts.items() if rec.get("key") == key]
+    mine = [{"achievement": a, **rec} for a, rec in library.attempts().items() if rec.get("key") == key]
+    return sorted(mine, key=lambda rec: rec.get("created", 0.0))
 
 
 def attempt(cfg: RunConfig, fast: FastAgent, achievement: str, have: Mapping[str, CodeSkill],
@@ -149,8 +149,8 @@ def attempt(cfg: RunConfig, fast: FastAgent, achievement: str, have: Mapping[str
     choice = fast.write_macro(achievement, sub)
     record["llm_seconds"] = client_seconds(fast.client) - before
     record["candidates"] = len(choice.candidates)
-    (run_dir / "learn").mkdir(parents=True, exist_ok=True)
-    rundir.write_json(run_dir / "learn" / f"{achievement}.json", choice.to_dict())
+    (run_dir / layout.LEARN_DIR).mkdir(parents=True, exist_ok=True)
+    rundir.write_json(run_dir / layout.LEARN_DIR / f"{achievement}.json", choice.to_dict())
     best, source = choice.best, choice.source
     if best is None or best.fallback or best.probe is None or source is None:
         return {**record, "error": "no candidate compiled"}, None
