@@ -113,7 +113,8 @@ def learn(cfg: RunConfig, library: SkillLibrary, client: LLMClient, run_dir: Pat
             record.update(stored=stored, version=entry.version, hash=entry.hash)
         library.record_attempt(achievement, record)
         rate = "-" if record["goal_rate"] is None else f"{record['goal_rate']:.2f}"
-        say(f"[{done}] {achievement}: {record['start_states']} start states, probe rate {rate}, "
+        starts = f"{record['start_states']} start states" if record["prerequisites"] else "fresh worlds"
+        say(f"[{done}] {achievement}: {starts}, probe rate {rate}, "
             f"{'stored' if record['stored'] else 'not stored'}, {record['llm_seconds']:.1f} s LLM"
             + (f" ({record['error']})" if record.get("error") else ""))
     mine = [{"achievement": a, **rec} for a, rec in library.attempts().items() if rec.get("key") == key]
