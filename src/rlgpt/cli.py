@@ -255,7 +255,7 @@ def _skills_learn(args: argparse.Namespace) -> int:
     library = SkillLibrary(root)
     client = make_client(cfg, run_dir)
     attempts = learn(cfg, library, client, run_dir, args.max_achievements,
-                     say=lambda line: print(line, flush=True))
+                     say=lambda line: print(line, flush=True), retry_failed=args.retry_failed)
     print(learn_table(attempts))
     version = library.code_library()
     print(f"skill library: {root} (version {version.version}, hash {version.hash})")
@@ -357,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or ~/.cache/rlgpt/skills)")
     q.add_argument("--max-achievements", dest="max_achievements", type=int,
                    help="new attempts this run makes at most (default: until no achievement is eligible)")
+    q.add_argument("--retry-failed", dest="retry_failed", action="store_true",
+                   help="attempt again the achievements whose earlier attempt stored no skill")
     q.add_argument("--run-dir", dest="run_dir", help="where candidates and the LLM cache go "
                    "(default: LIBRARY/learn)")
     q.add_argument("--config", help="YAML RunConfig whose agents and llm sections it uses")

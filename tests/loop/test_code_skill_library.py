@@ -242,6 +242,10 @@ def test_learn_stores_only_skills_whose_probes_reach_the_goal_and_resumes(tmp_pa
     assert list(lib.code_library().skills) == ["collect_wood"]
     assert len(lines) == 3 and lines[2].startswith("[3] collect_wood:") and "stored" in lines[2]
 
+    # Asked to, a later run attempts a failed achievement again (once), the easiest first.
+    learn(cfg, lib, client, tmp_path / "learn", max_achievements=1, say=lines.append, retry_failed=True)
+    assert lines[-1].startswith("[1] collect_drink:")
+
     # A killed run resumes with what the library holds: the attempts made are not repeated. Here the
     # remaining zero-prerequisite ones are marked attempted, so the next is the table, built on the wood.
     for name in ("defeat_skeleton", "defeat_zombie", "eat_cow", "wake_up"):

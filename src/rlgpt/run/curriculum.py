@@ -89,23 +89,27 @@ def attempt_key(cfg: RunConfig, model_id: str) -> str:
 
 
 def learn(cfg: RunConfig, library: SkillLibrary, client: LLMClient, run_dir: Path,
-          max_achievements: int | None = None, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+          max_achievements: int | None = None, say: Callable[[str], None] = print,
+          retry_failed: bool = False) -> list[dict[str, Any]]:
     """Run the curriculum (module docstring) for at most `max_achievements` new attempts; each attempt's
-    candidates go to ``run_dir/learn/<achievement>.json``. Returns every recorded attempt of this model and
-    API level (earlier runs' included), in curriculum order."""
+    candidates go to ``run_dir/learn/<achievement>.json``. With `retry_failed`, an achievement whose
+    earlier attempt stored nothing is attempted again (once per call). Returns every recorded attempt of
+    this model and API level (earlier runs' included), in the order they were made."""
     agents = dataclasses.replace(cfg.agents, goal_fallback=False)  # only model-written code is stored
     contain = ContainLimits.from_config(cfg.train.macros)
     fast = FastAgent(client, agents, contain=contain)
     key = attempt_key(cfg, client.model_id)
-    done = 0
+    done, tried = 0, set()
     while max_achievements is None or done < max_achievements:
         skills = library.code_library().skills
         have = achievement_skills(skills)
-        attempted = [a for a, rec in library.attempts().items() if rec.get("key") == key]
+        attempted = [a for a, rec in library.attempts().items() if rec.get("key") == key
+                     and (a in tried or rec.get("stored") or not retry_failed)]
         achievement = next_achievement(list(have), attempted)
         if achievement is None:
             break
         done += 1
+        tried.add(achievement)
         record, skill = attempt(cfg, fast, achievement, have, contain, run_dir)
         record["key"] = key
         if skill is not None:
