@@ -267,6 +267,31 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _skills_learn(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlgpt import layout
+    from rlgpt.config import ConfigError, load_run_config
+    from rlgpt.run.curriculum import learn, learn_table
+    from rlgpt.run.runner import make_client
+    from rlgpt.run.skills import SkillLibrary, default_skills_dir
+
+    if args.max_achievements is not None and args.max_achievements < 1:
+        raise ConfigError(f"--max-achievements must be >= 1, got {args.max_achievements}")
+    overrides = (llm_overrides(args.llm) if args.llm is not None else []) + list(args.set or [])
+    root = Path(args.library or load_run_config(args.config, overrides).skills_dir or default_skills_dir())
+    run_dir = Path(args.run_dir) if args.run_dir else root / layout.LEARN_DIR
+    cfg = load_run_config(args.config, [*overrides, f"skills_dir={root}", f"run_dir={run_dir}"])
+    library = SkillLibrary(root)
+    client = make_client(cfg, run_dir)
+    attempts = learn(cfg, library, client, run_dir, args.max_achievements,
+                     say=lambda line: print(line, flush=True), retry_failed=args.retry_failed)
+    print(learn_table(attempts))
+    version = library.code_library()
+    print(f"skill library: {root} (version {version.version}, hash {version.hash})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlgpt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -372,6 +397,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", help="'embedded' (default) or an OpenAI-compatible URL")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field")
     p.set_defaults(func=_warm)
+
+    p = sub.add_parser("skills", help="the skill library's code skills")
+    skills = p.add_subparsers(dest="skills_command", required=True)
+    q = skills.add_parser("learn", help="an automatic curriculum over the achievement graph: write, verify "
+                          "(probes) and store one code skill per achievement, easiest unmet first "
+                          "(resumable: re-run to continue)")
+    q.add_argument("--library", help="the skill library directory (default: skills_dir, $RLGPT_SKILLS_DIR "
+                   "or ~/.cache/rlgpt/skills)")
+    q.add_argument("--max-achievements", dest="max_achievements", type=int,
+                   help="new attempts this run makes at most (default: until no achievement is eligible)")
+    q.add_argument("--retry-failed", dest="retry_failed", action="store_true",
+                   help="attempt again the achievements whose earlier attempt stored no skill")
+    q.add_argument("--run-dir", dest="run_dir", help="where candidates and the LLM cache go "
+                   "(default: LIBRARY/learn)")
+    q.add_argument("--config", help="YAML RunConfig whose agents and llm sections it uses")
+    q.add_argument("--llm", help="'embedded' (default) or an OpenAI-compatible URL")
+    q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any RunConfig field, "
+                   "e.g. --set agents.api=basic")
+    q.set_defaults(func=_skills_learn)
 
     add_llm_subcommands(sub)
     return parser

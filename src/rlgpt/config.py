@@ -585,6 +585,17 @@ class RunConfig:
     """The persistent skill library; None = ``$RLGPT_SKILLS_DIR`` or ``~/.cache/rlgpt/skills``."""
     skill_threshold: float = 0.2
     """Evaluation success a result needs to be stored in (or taken from) the skill library."""
+    code_skills: bool = False
+    """Share code skills through the skill library (`skills_dir`): each fast-agent prompt lists the stored
+    code skills relevant to its sub-action, which its macros may call (``yield from skills.<name>(game)``);
+    after the run, the kept model-written macros of its best iteration that reached their goal in at least
+    `code_skill_min_goal_rate` of probe calls, and whose training met `skill_threshold`, are stored.
+    ``summary.json``'s ``skill_library`` records the library read (path, version, hash) and what was
+    stored. Off: the library's code skills are neither read nor written (a planner chain still links its
+    own links' macros)."""
+    code_skill_min_goal_rate: float = 0.8
+    """Share of probe calls a model-written macro must reach its goal in to be stored as a code skill (by a
+    run with `code_skills`, or by `rlgpt skills learn`)."""
     chain_starts: int = 16
     """Start states a planned chain's later subtask trains from: the planner plays the chain's earlier skills
     from fresh worlds and saves up to this many states where they all reached their goals
@@ -720,6 +731,7 @@ def validate_run(cfg: RunConfig) -> RunConfig:
         (cfg.max_outer >= 1 and cfg.max_inner >= 1, "max_outer and max_inner must be >= 1"),
         (cfg.success_threshold >= 0, "success_threshold must be >= 0 (above 1: never stop early)"),
         (0 <= cfg.skill_threshold <= 1, "skill_threshold must be in [0, 1]"),
+        (0 <= cfg.code_skill_min_goal_rate <= 1, "code_skill_min_goal_rate must be in [0, 1]"),
         (cfg.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (cfg.job_attempts >= 1, "job_attempts must be >= 1"),
         (1 <= cfg.train_candidates <= MAX_TRAIN_CANDIDATES,

@@ -53,6 +53,10 @@ A skill library (`rlgpt.run.skills`)::
     <task>/<entry id>/skill.json     task, success_rate, steps, provenance, macros
     <task>/<entry id>/policy/        config.json + the newest checkpoint of the training
     <task>/.<entry id>.tmp/          an entry being written (readers skip it)
+    code_skills.json                 code skills (model-written macros that reached their goals): the
+                                     library's version, content hash and one versioned entry per skill
+    curriculum.json                  `rlgpt skills learn`'s attempt per achievement (a resumed run skips)
+    learn/                           its default run directory (learn/<achievement>.json: candidates)
     .lock                            writers hold it (flock) while adding
 """
 
@@ -141,6 +145,13 @@ MARK_RECORD_JSON = "mark.json"
 SKILL_JSON = "skill.json"
 POLICY_DIR = "policy"
 LIBRARY_LOCK = ".lock"
+CODE_SKILLS_JSON = "code_skills.json"
+"""The library's code skills (`rlgpt.run.skills.CodeLibrary`)."""
+CURRICULUM_JSON = "curriculum.json"
+"""`rlgpt skills learn`'s record: one attempt per achievement (`rlgpt.run.curriculum`)."""
+LEARN_DIR = "learn"
+"""`rlgpt skills learn`'s default run directory in the library, and the folder of its candidates (one
+``<achievement>.json`` each) in any run directory."""
 
 
 def iteration_dir(run_dir: Path, index: int) -> Path:

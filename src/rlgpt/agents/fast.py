@@ -35,7 +35,7 @@ from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import SamplingParams
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.budget import MacroLimits
-from rlgpt.macro.code_skills import CodeSkill, link_skills
+from rlgpt.macro.code_skills import CodeSkill, goal_key, link_skills, retrieve
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.control import goal_macro_code
@@ -178,6 +178,16 @@ def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
     return lines
 
 
+def prerequisites(goal: str) -> tuple[str, ...]:
+    """The achievements that must come before `goal` (an achievement, or an item some achievement
+    provides), from crafter's recipes; () for any other goal."""
+    from rlgpt.agents.envdoc import achievement_requirements, prerequisite_chain
+
+    known = achievement_requirements()
+    achievement = goal if goal in known else next((a for a in sorted(known) if goal_key(a) == goal), "")
+    return prerequisite_chain([achievement])[:-1] if achievement else ()
+
+
 def goal_text(sub: SubAction) -> str:
     """How the prompt states a sub-action's success condition."""
     if not sub.goal:
@@ -273,6 +283,9 @@ class FastAgent:
         self.code_skills: dict[str, CodeSkill] = {}
         """Stored macros later macros may call (``yield from skills.<name>(game)``): listed in the prompt,
         linked in at compile time (`rlgpt.macro.code_skills`). The planner sets the chain's so far."""
+        self.library_skills: dict[str, CodeSkill] = {}
+        """The skill library's code skills (`rlgpt.run.skills.CodeLibrary`): each prompt lists those
+        relevant to its sub-action (`rlgpt.macro.code_skills.retrieve`); any of them links in."""
         self.reward_check_steps = 0
         """Primitive env steps every reward dry run of this agent played so far (`FastResult` takes the
         part of one `run`)."""
@@ -297,22 +310,32 @@ class FastAgent:
         prompt = RolePrompt("fast", {**documentation(cfg.api, cfg.env_doc),
                                      "task": describe_task(task, cfg.env_doc, self.start),
                                      "name": sub.name, "description": sub.description, "goal": goal_text(sub),
-                                     "feedback": feedback or "none", "skills": self.skills_text(),
+                                     "feedback": feedback or "none", "skills": self.skills_text(sub),
                                      **knowledge_values("fast", cfg.env_doc, cfg.examples)})
         return fit(prompt, self.client, self.config.code_max_tokens)
 
-    def skills_text(self) -> str:
+    def relevant_skills(self, sub: SubAction | None = None) -> dict[str, CodeSkill]:
+        """The stored skills `sub`'s prompt lists: the chain's, then the library's relevant to `sub`."""
+        found = dict(self.code_skills)
+        if sub is not None and self.library_skills:
+            found.update(retrieve(self.library_skills, sub.goal, sub.description, prerequisites(sub.goal)))
+        return found
+
+    def skills_text(self, sub: SubAction | None = None) -> str:
         """The prompt's list of callable stored skills ("" when there are none)."""
-        if not self.code_skills:
+        skills = self.relevant_skills(sub)
+        if not skills:
             return ""
-        lines = [s.line() for s in self.code_skills.values()]
+        lines = [s.line() for s in skills.values()]
         return ("Stored skills that already work; call one with `ok = yield from skills.<name>(game)`:\n"
                 + "\n".join(lines))
 
     def compile_macro_code(self, name: str, code: str, api: str | None = None) -> CompiledMacro:
-        """The compile step of the repair loop (raises MacroCompileError): stored skills it calls are
-        linked in first; the code may use the game members of API level `api` (the config's by default)."""
-        return compile_macro(MacroSource(name, link_skills(name, code, self.code_skills)), self.limits,
+        """The compile step of the repair loop (raises MacroCompileError): stored skills it calls (the
+        library's or the chain's) are linked in first; the code may use the game members of API level `api`
+        (the config's by default)."""
+        linkable = {**self.library_skills, **self.code_skills}
+        return compile_macro(MacroSource(name, link_skills(name, code, linkable)), self.limits,
                              api or self.config.api)
 
     def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:

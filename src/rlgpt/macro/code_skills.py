@@ -5,6 +5,10 @@ A later subtask builds on code that already works instead of rewriting it (Voyag
 macro code). The macros are stored with the skill they belong to (`rlgpt.run.skills.Skill.macros`, each
 with its goal and probe goal rate); `code_skills` picks the callable ones.
 
+A skill library (`rlgpt.run.skills.SkillLibrary`) keeps code skills across runs and seeds, each with what
+it needs at its start and its measured success; `retrieve` picks the ones relevant to a sub-action (same
+goal, a goal among its prerequisites, shared words) for the fast agent's prompt.
+
 Calling a stored skill is linking, not importing: `link_skills` rewrites each ``skills.<name>`` of a macro
 to a top-level function of the same module and prepends the skill's own source (renamed so that nothing
 clashes). The result is ordinary macro source: compiled, instrumented and sandboxed like any other, shipped
@@ -14,9 +18,11 @@ to env workers as text, with the skill's steps and fuel charged to the macro tha
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 
@@ -25,6 +31,8 @@ SKILLS_NAME = "skills"
 LINK_PREFIX = "skill_"
 """Prefix of a linked skill's functions in the macro module (``skills.get_wood`` -> ``skill_get_wood``)."""
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,47}\Z")
+RETRIEVE_LIMIT = 6
+"""Most stored skills one fast-agent prompt lists (the best by `retrieve`'s ranking)."""
 
 
 @dataclass
@@ -41,11 +49,106 @@ class CodeSkill:
     """Its source, self-contained (skills it called are already linked in)."""
     goal_rate: float
     """Fraction of probe calls that reached the goal."""
+    requires: dict[str, Any] = field(default_factory=dict)
+    """What its probes started with: ``achievements`` (unlocked) and ``inventory`` (item -> count) of its
+    start states, ``after`` (macros its probes ran first, in a run's chain of sub-actions); empty for a
+    fresh world. Only model-written code is stored (never the trusted goal macros: expert code)."""
+    train_success: float | None = None
+    """Validation success of the training it was kept in (None: verified by probes only)."""
+    version: int = 0
+    """Times its library entry was written (1 = first; 0 = not read from a library)."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """Where it came from: run directory or curriculum, model id, creation time."""
+
+    @property
+    def hash(self) -> str:
+        """Content hash of its code (the first 16 hex digits of its SHA-256)."""
+        return code_hash(self.code)
 
     def line(self) -> str:
         """How the fast agent's prompt lists it."""
         goal = f"; raises {self.goal!r} in {self.goal_rate:.0%} of probes" if self.goal else ""
-        return f"  skills.{self.name}(game): {self.description}{goal}"
+        needs = describe_requires(self.requires)
+        return f"  skills.{self.name}(game): {self.description}{goal}{'; needs ' + needs if needs else ''}"
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-ready form, with its hash (what a library stores)."""
+        return {**asdict(self), "hash": self.hash}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> CodeSkill:
+        """A stored record back (ValueError when it is not a valid one: a reader skips it)."""
+        try:
+            skill = cls(**{k: v for k, v in data.items() if k != "hash"})
+            rate = float(skill.goal_rate)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"not a code skill record: {exc}") from None
+        if not _NAME.match(str(skill.name)) or not isinstance(skill.code, str) \
+                or not isinstance(skill.requires, dict):
+            raise ValueError(f"not a code skill record: name, code or requires invalid ({skill.name!r})")
+        if data.get("hash", skill.hash) != skill.hash:
+            raise ValueError(f"code skill {skill.name!r}: its code does not match its hash")
+        skill.goal_rate = rate
+        return skill
+
+
+def code_hash(code: str) -> str:
+    """The content hash entries and libraries are versioned by."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def describe_requires(requires: Mapping[str, Any]) -> str:
+    """``requires`` in words ("" for a fresh world)."""
+    parts = []
+    if requires.get("after"):
+        parts.append("run after " + ", ".join(requires["after"]))
+    if requires.get("achievements"):
+        parts.append("unlocked " + ", ".join(requires["achievements"]))
+    if requires.get("inventory"):
+        parts.append("holding " + ", ".join(f"{n} {k}" for k, n in sorted(requires["inventory"].items())))
+    return "; ".join(parts)
+
+
+_FAMILIES = ("collect_", "make_", "place_")
+
+
+def goal_key(goal: str) -> str:
+    """An achievement that provides an item, as that item (``collect_wood`` -> ``wood``); other goals
+    unchanged. Macros state goals either way."""
+    for prefix in _FAMILIES:
+        if goal.startswith(prefix):
+            return goal[len(prefix):]
+    return goal
+
+
+_COMMON_WORDS = frozenset({"the", "and", "for", "game", "unlock", "unlocks", "achievement", "collect", "make",
+                           "place", "defeat", "eat", "get"})
+"""Words that say nothing about which skill fits: every achievement family shares them. Measured: with
+"collect" counted, the 1.5B was shown ``skills.collect_sapling`` for collect_wood and called it there."""
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2} - _COMMON_WORDS
+
+
+def retrieve(skills: Mapping[str, CodeSkill], goal: str, description: str,
+             prerequisites: Collection[str] = (), limit: int = RETRIEVE_LIMIT) -> dict[str, CodeSkill]:
+    """The stored skills relevant to a sub-action with `goal` and `description`, best first, at most
+    `limit`: those with the same goal, then those whose goal is among `prerequisites` (achievements or
+    items the goal needs first, from the recipe graph), then those sharing words with the description;
+    ties by probe goal rate, then name. A skill matching none of these is left out."""
+    wanted = goal_key(goal) if goal else ""
+    needed = {goal_key(p) for p in prerequisites}
+    words = _words(f"{description} {goal}")
+
+    def score(skill: CodeSkill) -> tuple[int, int, float, str]:
+        key = goal_key(skill.goal) if skill.goal else ""
+        graph = 2 if key and key == wanted else 1 if key and key in needed else 0
+        shared = len(words & _words(f"{skill.name} {skill.description} {skill.goal}"))
+        return -graph, -shared, -skill.goal_rate, skill.name
+
+    ranked = [s for s in sorted(skills.values(), key=score) if score(s)[:2] != (0, 0)]
+    return {s.name: s for s in ranked[:limit]}
 
 
 def code_skills(macros: list[dict], min_goal_rate: float = 0.5) -> dict[str, CodeSkill]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlgpt import layout, rundir
 from rlgpt.config import RunConfig
@@ -14,12 +14,49 @@ from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
 from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
+if TYPE_CHECKING:
+    from rlgpt.run.skills import CodeLibrary, SkillLibrary
+
 
 def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -> AccountedClient:
     """The run's LLM client (its response cache: ``llm.cache_dir``, by default in the run directory)."""
     from rlgpt.llm.config import build_client
 
     return AccountedClient(build_client(cfg.llm, backend=backend, log_dir=run_dir / layout.LLM_LOGS))
+
+
+def code_skills_record(cfg: RunConfig, run_dir: Path, summary: dict[str, Any], library: SkillLibrary,
+                       read: CodeLibrary, model_id: str) -> dict[str, Any]:
+    """``summary.json``'s ``skill_library``: the library the run read (`CodeLibrary.ref`), which of its
+    skills the best iteration's kept macros call, and the code skills the run stored (a loop run's best
+    iteration's verified macros, `rlgpt.run.skills.verified_code_skills`)."""
+    import json
+
+    from rlgpt.macro.code_skills import called_skills
+    from rlgpt.run.loop import measured_macros
+    from rlgpt.run.skills import verified_code_skills
+
+    record: dict[str, Any] = {**read.ref(), "called": {}, "stored": []}
+    best = summary.get("best")
+    fast_file = run_dir / str(best) / layout.FAST_JSON
+    if not best or not fast_file.is_file():  # no iteration finished, a planner chain, the code mode
+        return record
+    fast = json.loads(fast_file.read_text())
+    for choice in fast.get("macros", []):
+        kept = next((c for c in choice["candidates"] if c["index"] == choice["best"]), None)
+        calls = [n for n in called_skills((kept or {}).get("code") or "") if n in read.skills]
+        if calls:
+            record["called"][choice["subaction"]] = calls
+    found = verified_code_skills(
+        measured_macros(run_dir / best), fast, float(summary.get("validation_success_rate", 0.0)),
+        cfg.code_skill_min_goal_rate, cfg.skill_threshold,
+        {"run_dir": str(run_dir), "iteration": best, "task": cfg.task, "seed": cfg.seed,
+         "model_id": model_id})
+    for skill in found:
+        entry, stored = library.add_code(skill)
+        record["stored"].append({"name": skill.name, "stored": stored, "version": entry.version,
+                                 "hash": entry.hash})
+    return record
 
 
 def make_executor(cfg: RunConfig) -> Executor:
@@ -79,6 +116,12 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
         from rlgpt.macro.contain import ContainLimits
 
         fast = FastAgent(client, cfg.agents, contain=ContainLimits.from_config(cfg.train.macros))  # type: ignore[arg-type]
+        if cfg.code_skills:
+            from rlgpt.run.skills import SkillLibrary
+
+            library = SkillLibrary(cfg.skills_dir)
+            read = library.code_library()
+            fast.library_skills = dict(read.skills)
         if cfg.mode == "code":
             from rlgpt.run.baselines import run_code
 
@@ -100,6 +143,9 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
                 summary = loop.run_loop(cfg.task, run_dir, cfg.steps)
         summary["model_id"] = client.model_id
         summary["llm"] = client.metrics()
+        if cfg.code_skills:
+            summary["skill_library"] = code_skills_record(cfg, run_dir, summary, library, read,
+                                                          client.model_id)
     progress.close()
     summary["run_dir"] = str(run_dir)
     rundir.write_json(run_dir / layout.SUMMARY_JSON, summary)
