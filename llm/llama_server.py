@@ -85,6 +85,10 @@ STATE_DIR_FLAG = "--rlgpt_state_dir"
 """Our one argument beyond llama_cpp.server's: the folder of ``--cache_type disk`` (which llama_cpp.server
 cannot name: its disk cache lands in ``./.cache``)."""
 
+API_KEY_ENV = "RLGPT_API_KEY"
+"""The environment variable that holds the server's API key (`rlgpt llm serve --api-key`): the key reaches
+the server here, never on its command line."""
+
 
 def pop_state_dir(argv: list[str]) -> str | None:
     """Remove ``STATE_DIR_FLAG DIR`` from `argv` (in place) and return DIR (None when absent)."""
@@ -178,7 +182,6 @@ def main() -> None:
     from llama_cpp.server import __main__ as llama_main
 
     from rlgpt.llm.embedded import prefix_state_cache, prefix_state_disk_cache
-    from rlgpt.llm.serve import API_KEY_ENV
 
     report_cached_tokens(llama_cpp.Llama)
     # The server builds its --cache from these names: states bounded by what they hold, on disk in our folder.

@@ -18,10 +18,9 @@ from pathlib import Path
 
 from rlgpt.llm.embedded import prompt_state_folder, quiet_openmp
 from rlgpt.llm.errors import BackendUnavailableError, ConfigError, ServerUnavailableError
-from rlgpt.llm.llama_server import STATE_DIR_FLAG
+from rlgpt.llm.llama_server import API_KEY_ENV, STATE_DIR_FLAG
 from rlgpt.procs import die_with_parent
 
-API_KEY_ENV = "RLGPT_API_KEY"
 """The environment variable holding the served model's API key: read by `rlgpt llm serve` (when
 ``--api-key`` is not given), handed to the server in its environment (never on its command line, where
 every local user could read it with ``ps``), and the default of ``llm.api_key_env`` on the client side."""

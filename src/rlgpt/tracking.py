@@ -200,12 +200,12 @@ def log_scalars(
         run.finish()
 
 
-def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: dict[str, Any]) -> None:
+def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: dict[str, Any],
+                 replay_gif: Path | None = None) -> None:
     """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
     the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
-    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; a replay of test episode 0 as
-    ``replay/test_episode_0`` (`rlgpt.run.replay`: a visualisation after the run, its steps in no budget);
-    the generated code as artifacts. ``config`` is the run's config as a dict."""
+    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; ``replay_gif`` (the caller's
+    replay of test episode 0, `rlgpt.run.replay`) as ``replay/test_episode_0``; the generated code as artifacts. ``config`` is the run's config as a dict."""
     import uuid
 
     import wandb
@@ -233,9 +233,9 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
                  "train/steps_used": summary["steps_used"], "budget/steps_used": summary["steps_used"],
                  **{f"budget/total_steps_{k}": v for k, v in (summary.get("steps_by_kind") or {}).items()}}
         run.log(final, step=len(summary["iterations"]))
-        video = _replay_video(run_dir)
-        if video is not None:
-            run.log({"replay/test_episode_0": video}, step=len(summary["iterations"]))
+        if replay_gif is not None:
+            run.log({"replay/test_episode_0": wandb.Video(str(replay_gif), format="gif")},
+                    step=len(summary["iterations"]))
         code = wandb.Artifact(f"code-{run_dir.name}", type="code")
         for path in (sorted(run_dir.glob(f"*/{layout.MACROS_YAML}"))
                      + sorted(run_dir.glob(f"*/{layout.REWARD_PY}"))):
@@ -247,21 +247,6 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
         # finish() can return before W&B's service has written the last records; stopping the service
         # flushes them, so the offline run is complete on disk when `rlgpt run` returns.
         wandb.teardown()
-
-
-def _replay_video(run_dir: Path) -> Any:
-    """The run's test episode 0 (`rlgpt.run.replay`, at most ``PREVIEW_STEPS``) as a ``wandb.Video``; None,
-    with the reason on stderr, when the run has no policy to replay."""
-    import wandb
-
-    from rlgpt.errors import RlgptError
-    from rlgpt.run.replay import PREVIEW_STEPS, replay
-
-    try:
-        return wandb.Video(str(replay(run_dir, length=PREVIEW_STEPS).path), format="gif")
-    except RlgptError as exc:
-        print(f"rlgpt run: no replay for W&B: {exc}", file=sys.stderr)
-        return None
 
 
 def log_report_to_wandb(project: str, out_dir: Path, tables: dict[str, tuple[list[str], list[list[str]]]],

@@ -137,19 +137,20 @@ def _player(run: Path, length: int | None) -> _Player:
 def _trained(train_dir: Path, length: int | None, run_seed: int | None) -> _Player:
     """The newest checkpoint of `train_dir` on its own wrappers (no dense reward: the task's reward only)."""
     from rlgpt.envs.tasks import make_task_env
-    from rlgpt.macro.files import sources_from_json
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import CheckpointPolicy
     from rlgpt.rl.stored_policy import StoredPolicy
+    from rlgpt.rl.worker_config import worker_config
+
     try:
         policy = StoredPolicy(train_dir)
     except CheckpointError as e:
         raise EvalError(f"{train_dir}: {e}") from None
     cfg = policy.cfg
-    env = policy.wrap(make_task_env(policy.task, obs_mode=cfg.rlgpt_obs_mode,
-                                    episode_length=length or cfg.rlgpt_episode_length))
-    macros = cfg.get("rlgpt_macros")
-    sources = {m.name: m.code for m in sources_from_json(macros)} if macros else {}
+    wc = worker_config(cfg)
+    env = policy.wrap(make_task_env(policy.task, obs_mode=wc.train.env.obs_mode,
+                                    episode_length=length or wc.episode_length or None))
+    sources = {m.name: m.code for m in wc.macros}
     seed = int(cfg.seed or 0) if run_seed is None else run_seed
     return _Player(env, CheckpointPolicy(policy), sources, seed, str(policy.policy_dir))
 

@@ -4,11 +4,13 @@ mode (the loop, the planner chain for long-horizon tasks, or a baseline) and wri
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlgpt import layout, rundir
 from rlgpt.config import RunConfig
+from rlgpt.errors import RlgptError
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
@@ -150,5 +152,18 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
     summary["run_dir"] = str(run_dir)
     rundir.write_json(run_dir / layout.SUMMARY_JSON, summary)
     if cfg.wandb:
-        log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, summary)
+        log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, summary, _replay_gif(run_dir))
     return summary
+
+
+def _replay_gif(run_dir: Path) -> Path | None:
+    """The run's test episode 0 as a GIF for W&B (`rlgpt.run.replay`, at most ``PREVIEW_STEPS``: a
+    visualisation after the run, its steps in no budget); None, with the reason on stderr, when the run has
+    no policy to replay."""
+    from rlgpt.run.replay import PREVIEW_STEPS, replay
+
+    try:
+        return replay(run_dir, length=PREVIEW_STEPS).path
+    except RlgptError as exc:
+        print(f"rlgpt run: no replay for W&B: {exc}", file=sys.stderr)
+        return None
