@@ -205,7 +205,8 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
     """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
     the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
     ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; ``replay_gif`` (the caller's
-    replay of test episode 0, `rlgpt.run.replay`) as ``replay/test_episode_0``; the generated code as artifacts. ``config`` is the run's config as a dict."""
+    replay of test episode 0, `rlgpt.run.replay`) as ``replay/test_episode_0``; the generated code
+    as artifacts. ``config`` is the run's config as a dict."""
     import uuid
 
     import wandb
