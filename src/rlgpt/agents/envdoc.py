@@ -249,3 +249,21 @@ def requirement_lines(goals: list[str] | tuple[str, ...], unlocked: Iterable[str
             line = f"{achievement}: see the rules above"
         lines.append(f"{i}. {line}")
     return "\n".join(lines)
+
+
+def benchmark_plan(unlocked: Iterable[str] = ()) -> tuple[str, ...]:
+    """The Crafter benchmark's plan over the achievement graph (what the recipe-graph fallbacks give the
+    benchmark task, which has no single goal to chain to): every achievement not yet `unlocked`, the recipe
+    graph's first (those that need another or that another needs: the tech tree), shallowest first (fewest
+    prerequisites, ties in crafter's order), then the survival ones no recipe involves. Every prerequisite
+    comes before what needs it, so any prefix of the plan is a chain an episode can follow."""
+    needs = achievement_requirements()
+    needed = set().union(*needs.values())
+    order = list(constants.achievements)
+    done = set(unlocked)
+
+    def rank(achievement: str) -> tuple[bool, int, int]:
+        in_graph = bool(needs[achievement]) or achievement in needed
+        return (not in_graph, len(prerequisite_chain([achievement])), order.index(achievement))
+
+    return tuple(a for a in sorted(order, key=rank) if a not in done)
