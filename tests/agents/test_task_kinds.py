@@ -87,3 +87,12 @@ def test_the_planner_plans_every_task_kind() -> None:
     assert plan_goals("crafter") == benchmark_plan()[:limit]
     with pytest.raises(ValueError, match="unknown achievement"):
         Planner(None).plan("crafter+wood")  # type: ignore[arg-type]
+
+
+def test_every_achievement_in_the_benchmark_plan_says_how_it_is_unlocked() -> None:
+    """The benchmark's fallback reaches the survival achievements too: each has a line of its own."""
+    from rlgpt.agents.envdoc import requirement_lines
+
+    for achievement in ACHIEVEMENTS:
+        last = requirement_lines([achievement]).splitlines()[-1]
+        assert "see the rules above" not in last and achievement in last
