@@ -443,7 +443,12 @@ class AgentConfig:
     code_max_tokens: int = 512
     """Completion token limit of one code reply."""
     json_max_tokens: int = 384
-    """Completion token limit of one structured (JSON) reply."""
+    """Completion token limit of one structured (JSON) reply (the critic's, the planner's, the setup's)."""
+    slow_max_tokens: int = 0
+    """Completion token limit of the slow agent's decomposition; 0 = room for the longest reply its schema
+    allows (`rlgpt.agents.slow.reply_token_bound`, at least `json_max_tokens`), so that a decomposition
+    with every sub-action the task needs (the Crafter benchmark's fill the schema's ``maxItems``) is never
+    cut off by construction. A smaller number cuts long replies (they are re-asked, then fall back)."""
     probe_seeds: tuple[int, ...] = (0, 1, 2)
     """Seeded episodes in which each candidate macro is probed (each plus `probe_seed_offset`)."""
     probe_seed_offset: int = 0
@@ -507,6 +512,9 @@ class AgentConfig:
             raise ConfigError("agents.probe_calls_per_episode and agents.probe_max_steps must be >= 1")
         if self.temperature < 0:
             raise ConfigError(f"agents.temperature must be >= 0, got {self.temperature}")
+        if self.code_max_tokens < 1 or self.json_max_tokens < 1 or self.slow_max_tokens < 0:
+            raise ConfigError("agents.code_max_tokens and agents.json_max_tokens must be >= 1, "
+                              "agents.slow_max_tokens >= 0 (0: the decomposition schema's bound)")
         # Imported here: the config module stays free of crafter.
         from rlgpt.macro.api import API_LEVELS, DEPRECATED_LEVELS
 
@@ -683,6 +691,40 @@ class RunConfig:
                 f"{len(tasks) * self.iterations * (kept_back + self.train.ppo.batch_size)}, or lower "
                 f"eval_episodes or train.env.episode_length")
 
+    def code_probe_bound(self) -> int:
+        """The most steps ``--mode code`` charges: its probes, every candidate of its one macro (each
+        sample, each probe revision and the trusted goal macro) at `rlgpt.macro.probe.probe_step_bound`."""
+        from rlgpt.macro.probe import probe_step_bound  # deferred: importing crafter is not free
+
+        a = self.agents
+        candidates = a.samples + a.probe_repair_retries + 1
+        return candidates * probe_step_bound(len(a.probe_seeds), a.probe_calls_per_episode,
+                                             a.probe_warmup_steps, a.probe_max_steps)
+
+    def mode_shortfall(self) -> str | None:
+        """Why ``--steps`` cannot pay for the mode's work, with the ``--steps`` that would do; None when it
+        can. Checked before any LLM call (`validate_run`): ``rlgpt`` needs every iteration to train after its
+        validation evaluation (`budget_shortfall`), ``ppo`` one training batch, ``code`` its probes at their
+        bound (`code_probe_bound`)."""
+        if self.mode == "code":
+            bound = self.code_probe_bound()
+            if self.steps >= bound:
+                return None
+            a = self.agents
+            return (f"steps ({self.steps}) cannot pay for --mode code's probes: up to {bound} steps "
+                    f"({a.samples + a.probe_repair_retries + 1} candidates x {len(a.probe_seeds)} probe "
+                    f"seeds x {a.probe_calls_per_episode} calls x {a.probe_warmup_steps + a.probe_max_steps} "
+                    f"steps): raise --steps to at least {bound}, or lower agents.samples or "
+                    f"agents.probe_max_steps")
+        if self.steps_per_iteration < self.train.ppo.batch_size:
+            need = self.train.ppo.batch_size * (1 if self.mode == "ppo" else self.iterations)
+            what = ("--mode ppo's training" if self.mode == "ppo"
+                    else f"each of the {self.iterations} iterations")
+            return (f"steps ({self.steps}) must give {what} at least one training batch "
+                    f"({self.train.ppo.batch_size} steps): raise --steps to at least {need}, or lower "
+                    f"train.ppo.batch_size")
+        return None
+
     @property
     def steps_per_iteration(self) -> int:
         """Primitive-step budget of one iteration's training on the whole run's budget."""
@@ -748,9 +790,9 @@ def validate_run(cfg: RunConfig) -> RunConfig:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
-    if cfg.steps_per_iteration < cfg.train.ppo.batch_size and cfg.mode != "code":
-        raise ConfigError(f"steps ({cfg.steps}) must give each of the {cfg.iterations} iterations at least "
-                          f"one training batch ({cfg.train.ppo.batch_size} steps)")
+    shortfall = cfg.mode_shortfall()
+    if shortfall:
+        raise ConfigError(shortfall)
     from rlgpt.env_registry import get_env
     from rlgpt.envs.tasks import BENCHMARK_TASK  # deferred: importing crafter is not free
 

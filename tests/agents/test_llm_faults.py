@@ -23,7 +23,7 @@ from rlgpt.macro.probe import probe_macro
 CHOP = SubAction("chop_tree", "face a tree and collect wood", "code", "wood", "fixed recipe")
 IDLE = "def chop_tree(game):\n    while True:\n        yield 'noop'\n"
 # A completion limit no JSON reply of these schemas fits in: the real model's reply is cut, never valid.
-UNFIT = AgentConfig(json_max_tokens=4)
+UNFIT = AgentConfig(json_max_tokens=4, slow_max_tokens=4)
 
 
 def big_critic_prompt(critic: Critic) -> RolePrompt:

@@ -39,8 +39,15 @@ def record(cfg: RunConfig, messages: list[Message], reply: str | dict[str, Any],
 
 
 def json_sampling(cfg: RunConfig) -> SamplingParams:
-    """The sampling the slow agent, critic and planner use."""
+    """The sampling the critic and the planner use."""
     return SamplingParams(temperature=0.0, max_tokens=cfg.agents.json_max_tokens, seed=cfg.agents.seed)
+
+
+def slow_sampling(cfg: RunConfig) -> SamplingParams:
+    """The sampling of the slow agent's decomposition (its own reply budget, `slow_max_tokens`)."""
+    from rlgpt.agents.slow import slow_max_tokens
+
+    return SamplingParams(temperature=0.0, max_tokens=slow_max_tokens(cfg.agents), seed=cfg.agents.seed)
 
 
 def role_schema(role: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from loop_helpers import json_sampling, record, role_schema, smoke_config
+from loop_helpers import record, role_schema, slow_sampling, smoke_config
 
 from rlgpt.agents.critic import Critic
 from rlgpt.agents.envdoc import crafter_rules, requirement_lines
@@ -104,7 +104,7 @@ def test_the_knobs_load_from_overrides() -> None:
 def test_the_slow_fallback_uses_no_withheld_recipes(tmp_path: Path, env_doc: str, fallback: str) -> None:
     cfg = smoke_config(tmp_path / "run", "llm.schema_retries=0", f"task={TASK}", f"agents.env_doc={env_doc}")
     slow = SlowAgent(build_client(cfg.llm), cfg.agents)
-    record(cfg, slow.messages(TASK), "Sure! Chop trees, then craft.", json_sampling(cfg), role_schema("slow"))
+    record(cfg, slow.messages(TASK), "Sure! Chop trees, then craft.", slow_sampling(cfg), role_schema("slow"))
     result = slow.decompose_or_fallback(TASK)
     assert result.fallback == fallback
     written = json.dumps(result.decomposition.to_dict())

@@ -16,6 +16,7 @@ from loop_helpers import (
     json_sampling,
     record,
     role_schema,
+    slow_sampling,
     smoke_config,
     write_step,
 )
@@ -80,7 +81,7 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
                      "suggestions": ["make chopping a coded sub-action"]}
     write_step(run_dir / "iter_000" / "critic.json", slow_feedback)
     # What the slow agent answers to the critic's feedback, and the critic's verdict on iteration 1.
-    record(cfg, slow.messages(TASK, feedback_text(slow_feedback)), SECOND.to_dict(), json_sampling(cfg),
+    record(cfg, slow.messages(TASK, feedback_text(slow_feedback)), SECOND.to_dict(), slow_sampling(cfg),
            role_schema("slow"))
     prefill_iteration(run_dir / "iter_001", 0.5)
     critic_messages = critic.messages(TASK, 2, SECOND, [], evaluation(0.5)["report"], [])
@@ -174,7 +175,7 @@ def test_a_reply_that_never_validates_falls_back_and_the_run_goes_on(tmp_path: P
     run_dir = tmp_path / "run"
     cfg = smoke_config(run_dir, "llm.schema_retries=0")
     slow = SlowAgent(replay_client(cfg), cfg.agents)
-    record(cfg, slow.messages(cfg.task), "Sure! Here is the decomposition: chop trees.", json_sampling(cfg),
+    record(cfg, slow.messages(cfg.task), "Sure! Here is the decomposition: chop trees.", slow_sampling(cfg),
            role_schema("slow"))
     proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir),
                "--set", f"llm.cache_dir={run_dir / 'llm_cache'}", "--set", "llm.replay_only=true",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlgpt.agents.common import degradable
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import Message, SamplingParams
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
@@ -87,6 +88,9 @@ class CodeResult:
     """What the compile step returned for the accepted source (None when rejected)."""
     attempts: list[CodeAttempt] = field(default_factory=list)
     """Every reply, oldest first; ``len(attempts) - 1`` repairs were asked for."""
+    error: str = ""
+    """The LLM fault that ended the loop ("" = none): a call that failed (a server error, a timeout, an
+    overflow) has no reply to repair, so the code is missing as when every attempt was rejected."""
 
     @property
     def first_try(self) -> bool:
@@ -120,7 +124,13 @@ def write_code(client: LLMClient, role: str, messages: list[Message], name: str,
     conversation = list(messages)
     result = CodeResult(None, None)
     for attempt in range(retries + 1):
-        completion = client.chat(role, conversation, sampling=sampling)
+        try:
+            completion = client.chat(role, conversation, sampling=sampling)
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            result.error = str(exc)
+            break
         code = extract_function(completion.text, name)
         if code is None:
             cut = " (the reply was cut off at the token limit; write a shorter function)" \

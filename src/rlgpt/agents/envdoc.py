@@ -134,6 +134,18 @@ def actions_only() -> str:
             f"Actions (one per step): {', '.join(constants.actions)}.")
 
 
+SURVIVAL_LINES = {
+    "collect_drink": "`do` facing water",
+    "eat_cow": "hit a cow with `do` until it dies (+6 food)",
+    "eat_plant": "`do` facing a ripe plant: a sapling placed with place_plant ripens after about 300 steps",
+    "defeat_zombie": "hit a zombie with `do` until it dies (zombies walk on grass, more at night)",
+    "defeat_skeleton": "hit a skeleton with `do` until it dies (skeletons live in dark tunnels)",
+    "wake_up": "sleep while energy is below its maximum; waking up when energy is full unlocks it",
+}
+"""How each achievement no recipe gives is unlocked (crafter's ``Player._do_object``, ``_do_material`` and
+``Plant.ripe``: ``grown > 300``), for `requirement_lines` and the fallbacks' sub-action descriptions."""
+
+
 def achievement_requirements() -> dict[str, frozenset[str]]:
     """Achievements that must come first for each achievement, from crafter's recipes.
 
@@ -246,6 +258,24 @@ def requirement_lines(goals: list[str] | tuple[str, ...], unlocked: Iterable[str
             line = f"{achievement}{need}: " + "; ".join(
                 f"`do` facing {collect_line(m, constants.collect[m])[2:]}" for m in sources)
         else:
-            line = f"{achievement}: see the rules above"
+            line = f"{achievement}: {SURVIVAL_LINES.get(achievement, 'see the rules above')}"
         lines.append(f"{i}. {line}")
     return "\n".join(lines)
+
+
+def benchmark_plan(unlocked: Iterable[str] = ()) -> tuple[str, ...]:
+    """The Crafter benchmark's plan over the achievement graph (what the recipe-graph fallbacks give the
+    benchmark task, which has no single goal to chain to): every achievement not yet `unlocked`, the recipe
+    graph's first (those that need another or that another needs: the tech tree), shallowest first (fewest
+    prerequisites, ties in crafter's order), then the survival ones no recipe involves. Every prerequisite
+    comes before what needs it, so any prefix of the plan is a chain an episode can follow."""
+    needs = achievement_requirements()
+    needed = set().union(*needs.values())
+    order = list(constants.achievements)
+    done = set(unlocked)
+
+    def rank(achievement: str) -> tuple[bool, int, int]:
+        in_graph = bool(needs[achievement]) or achievement in needed
+        return (not in_graph, len(prerequisite_chain([achievement])), order.index(achievement))
+
+    return tuple(a for a in sorted(order, key=rank) if a not in done)

@@ -151,7 +151,8 @@ class FastResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for the run directory)."""
         return {"reply": self.reply.to_dict(), "macros": [m.to_dict() for m in self.macros],
-                "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts]},
+                "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts],
+                           **({"error": self.reward.error} if self.reward.error else {})},
                 "setup": self.setup.to_dict(), "steps_by_kind": self.steps_by_kind,
                 **({"fallback": "setup_defaults", "error": self.setup_error} if self.setup_error else {})}
 

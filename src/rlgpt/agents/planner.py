@@ -1,5 +1,10 @@
 """The planner: an ordered chain of subtasks (Crafter achievements) for a long-horizon goal, checked
-against crafter's recipes and repaired with the dependency graph when the model's chain is invalid."""
+against crafter's recipes and repaired with the dependency graph when the model's chain is invalid.
+
+A reply that never validates (or a failed call: a server error, a timeout) falls back to the graph's chain
+(`repair_plan` of nothing, marked ``fallback: recipe_graph`` and counted in ``llm/fallbacks``). The goals of
+the Crafter benchmark, which has no single goal, are the first steps of
+`rlgpt.agents.envdoc.benchmark_plan` (``rlgpt run`` does not plan it: `rlgpt.run.runner.uses_planner`)."""
 
 from __future__ import annotations
 
@@ -8,15 +13,33 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlgpt import prompts
-from rlgpt.agents.common import describe_task, documentation
-from rlgpt.agents.envdoc import achievement_requirements, prerequisite_chain
+from rlgpt.agents.common import degradable, describe_task, documentation, note_fallback
+from rlgpt.agents.envdoc import achievement_requirements, benchmark_plan, prerequisite_chain
 from rlgpt.agents.replies import Plan, Subtask
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
-from rlgpt.llm.errors import SchemaValidationError
 from rlgpt.llm.types import Message, SamplingParams
 
 ROLE = "planner"
+RECIPE_GRAPH = "recipe_graph"
+"""The ``fallback`` mark of a plan built from the recipe graph alone (the model gave no valid plan)."""
+
+
+def plan_goals(task: str) -> tuple[str, ...]:
+    """The achievements a plan for `task` must reach: its targets (``a+b`` -> (a, b)), or for the Crafter
+    benchmark the first steps of `benchmark_plan` (as many as the plan schema's ``maxItems``).
+
+    Raises:
+        ValueError: `task` names an unknown achievement.
+    """
+    from rlgpt.envs.tasks import BENCHMARK_TASK
+
+    if task.strip() == BENCHMARK_TASK:
+        limit = prompts.schema_for_role(ROLE)["properties"]["subtasks"]["maxItems"]
+        return benchmark_plan()[:limit]
+    goals = tuple(t.strip() for t in task.split("+"))
+    prerequisite_chain(goals)  # raises on an unknown achievement
+    return goals
 
 
 @dataclass(frozen=True)
@@ -32,10 +55,16 @@ class PlanResult:
     repaired: bool
     """True when `plan` is not the model's plan (built or fixed from crafter's dependency graph)."""
 
+    @property
+    def fallback(self) -> str | None:
+        """`RECIPE_GRAPH` when the model gave no valid plan at all (the plan is the graph's alone)."""
+        return RECIPE_GRAPH if self.model_plan is None else None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"plan": self.plan.to_dict(), "model_plan": None if self.model_plan is None
-                else self.model_plan.to_dict(), "problems": list(self.problems), "repaired": self.repaired}
+                else self.model_plan.to_dict(), "problems": list(self.problems), "repaired": self.repaired,
+                **({"fallback": self.fallback} if self.fallback else {})}
 
 
 def plan_problems(plan: Plan, goals: tuple[str, ...]) -> list[str]:
@@ -86,8 +115,7 @@ class Planner:
     def plan(self, task: str, skills: Mapping[str, str] | None = None) -> PlanResult:
         """Ask for a plan, validate it against crafter's requirements, repair it when invalid."""
         skills = dict(skills or {})
-        goals = tuple(t.strip() for t in task.split("+"))
-        prerequisite_chain(goals)  # raises on an unknown achievement before asking anything
+        goals = plan_goals(task)  # raises on an unknown achievement before asking anything
         model_plan: Plan | None = None
         try:
             data = self.client.structured(ROLE, self.messages(task, skills), prompts.schema_for_role(ROLE),
@@ -95,7 +123,10 @@ class Planner:
                                                                   max_tokens=self.config.json_max_tokens,
                                                                   seed=self.config.seed))
             model_plan = Plan.from_dict(data)
-        except (SchemaValidationError, ValueError) as exc:
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            note_fallback(self.client, ROLE)
             problems = [f"no valid plan from the model: {exc}"]
         else:
             problems = plan_problems(model_plan, goals)

@@ -4,6 +4,15 @@ A small model garbles goals, so every decomposition goes through `check_goals` (
 sub-action names and crafter's recipes, the task's own achievement appended when left out); a reply that
 never validates falls back to `recipe_decomposition`, the task's prerequisite chain from the recipe graph.
 
+Every task kind the CLI accepts has a fallback: one achievement or several (``a+b``) get their
+prerequisite chain; a planner chain's link (a `start` set) the chain's rest from where its episodes start;
+the Crafter benchmark (`rlgpt.envs.tasks.BENCHMARK_TASK`), which has no single goal, the first steps of
+`rlgpt.agents.envdoc.benchmark_plan` (the achievement graph, shallowest first).
+
+The reply's token budget (`reply_token_bound`) is the longest reply the decomposition schema allows, so a
+reply is never cut off by construction: the schema bounds every string (``maxLength`` kept small: llama.cpp
+turns each into grammar rules) and the number of sub-actions.
+
 Under the prompt-knowledge ablation (`AgentConfig.env_doc` ``rules`` or ``none``) the prompts withhold that
 chain, so neither the fallback nor a repair may bring it back: the fallback is `rl_decomposition` (each
 task achievement learned by RL, marked ``fallback: task_as_rl``) and an appended sub-action's description
@@ -14,6 +23,7 @@ knowledge the ablation removes (a recorded note could flag that, but the number 
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +31,12 @@ from crafter import constants
 
 from rlgpt import prompts
 from rlgpt.agents.common import degradable, describe_task, documentation, knowledge_values, note_fallback
-from rlgpt.agents.envdoc import prerequisite_chain, remaining_chain, requirement_lines
+from rlgpt.agents.envdoc import benchmark_plan, prerequisite_chain, remaining_chain, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import AgentConfig
+from rlgpt.envs.tasks import BENCHMARK_TASK
 from rlgpt.llm.client import LLMClient
-from rlgpt.llm.context import RolePrompt, ask_fitted, fit
+from rlgpt.llm.context import CHARS_PER_TOKEN, RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 
 if TYPE_CHECKING:
@@ -44,41 +55,115 @@ def valid_goals() -> tuple[str, ...]:
     return tuple(g for g in enum["enum"] if g)
 
 
+def is_benchmark(task: str) -> bool:
+    """Whether `task` names the Crafter benchmark (`BENCHMARK_TASK`) rather than achievements to unlock."""
+    return task.strip() == BENCHMARK_TASK
+
+
 def task_targets(task: str) -> list[str]:
-    """The achievements a task name asks for ("a+b" -> [a, b])."""
+    """The achievements a task name asks for ("a+b" -> [a, b]); none for the Crafter benchmark, whose
+    episode no achievement ends (its plan is `benchmark_plan`)."""
+    if is_benchmark(task):
+        return []
     return [t.strip() for t in task.split("+") if t.strip()]
+
+
+def _item_schema() -> dict[str, Any]:
+    return prompts.load_schema("decomposition")["properties"]["subactions"]["items"]["properties"]
 
 
 def _max_subactions() -> int:
     return int(prompts.load_schema("decomposition")["properties"]["subactions"]["maxItems"])
 
 
+def max_reply_chars(schema: dict[str, Any]) -> tuple[int, int]:
+    """The longest compact JSON text valid under `schema` (characters, a string's quotes and an escape
+    each counted as characters), and how many values it holds. Every array needs ``maxItems`` and every
+    string ``maxLength`` or an ``enum``: an unbounded reply has no budget that fits it.
+
+    Raises:
+        ValueError: a part of `schema` has no bound.
+    """
+    kind = schema.get("type")
+    if "enum" in schema:
+        return max(len(str(v)) + 2 for v in schema["enum"]), 1
+    if kind == "object":
+        chars, values = 2, 1
+        for key, sub in schema.get("properties", {}).items():
+            c, v = max_reply_chars(sub)
+            chars, values = chars + len(key) + 4 + c, values + v  # "key": value,
+        return chars, values
+    if kind == "array":
+        if "maxItems" not in schema:
+            raise ValueError("an array without maxItems has no longest reply")
+        c, v = max_reply_chars(schema["items"])
+        return 2 + schema["maxItems"] * (c + 1), 1 + schema["maxItems"] * v
+    if kind == "string":
+        if "maxLength" not in schema:
+            raise ValueError("a string without maxLength or enum has no longest reply")
+        return int(schema["maxLength"]) + 2, 1
+    if kind in ("integer", "number"):
+        return 24, 1
+    return 5, 1  # true, false, null
+
+
+def reply_token_bound(schema: dict[str, Any]) -> int:
+    """Completion tokens that hold the longest reply `schema` allows: its characters at the prompts'
+    conservative `CHARS_PER_TOKEN` (the model's tokenizer packs English and JSON ~3.7 to a token), plus a
+    token per value for the whitespace the JSON grammar lets the model put before it."""
+    chars, values = max_reply_chars(schema)
+    return math.ceil(chars / CHARS_PER_TOKEN) + values
+
+
+def slow_max_tokens(config: AgentConfig) -> int:
+    """The slow agent's completion limit: `AgentConfig.slow_max_tokens`, or when 0 the decomposition
+    schema's `reply_token_bound` (at least `AgentConfig.json_max_tokens`)."""
+    if config.slow_max_tokens:
+        return config.slow_max_tokens
+    return max(config.json_max_tokens, reply_token_bound(prompts.schema_for_role(ROLE)))
+
+
 def _recipe_subaction(achievement: str, why: str, env_doc: str = "full") -> dict[str, Any]:
+    limits = _item_schema()
     if env_doc != "full":  # the prompt had no recipes: the description does not add them
-        return {"name": achievement, "description": f"unlock the achievement {achievement}", "how": "code",
-                "goal": achievement, "why": why}
-    line = requirement_lines([achievement]).splitlines()[-1].split(". ", 1)[-1]
-    return {"name": achievement, "description": line[:400], "how": "code", "goal": achievement,
-            "why": why}
+        description = f"unlock the achievement {achievement}"
+    else:
+        description = requirement_lines([achievement]).splitlines()[-1].split(". ", 1)[-1]
+    return {"name": achievement, "description": description[:limits["description"]["maxLength"]],
+            "how": "code", "goal": achievement, "why": why[:limits["why"]["maxLength"]]}
+
+
+def recipe_chain(task: str, start: StartSummary | None = None) -> tuple[str, ...]:
+    """The achievements `recipe_decomposition` codes, at most the schema's ``maxItems``: for achievements
+    (one, ``a+b``) their prerequisite chain (its last steps when longer: they name the task), from a
+    chain's `start` only the steps `requirement_lines` still lists; for the Crafter benchmark the first
+    steps of `benchmark_plan` from where its episodes start."""
+    limit = _max_subactions()
+    if is_benchmark(task):
+        return benchmark_plan(start.unlocked if start is not None else ())[:limit]
+    targets = task_targets(task)
+    chain = (prerequisite_chain(targets) if start is None
+             else remaining_chain(targets, start.unlocked, dict(start.inventory)))
+    return chain[-limit:]
 
 
 def recipe_decomposition(task: str, start: StartSummary | None = None) -> Decomposition:
-    """The task's prerequisite chain from crafter's recipe graph, one coded sub-action per achievement
-    (the last `maxItems` of the chain when it is longer: the later steps, which name the task); from a
-    chain's `start`, only the steps `requirement_lines` still lists."""
-    targets = task_targets(task)
-    chain = (prerequisite_chain(targets) if start is None
-             else remaining_chain(targets, start.unlocked, dict(start.inventory)))[-_max_subactions():]
-    why = "fallback: the slow agent gave no valid reply; from the recipe graph"
-    return Decomposition.from_dict({"subactions": [_recipe_subaction(a, why) for a in chain]})
+    """`recipe_chain` from crafter's recipe graph, one coded sub-action per achievement."""
+    why = "fallback: no valid slow reply; the recipe graph's chain"
+    subs = [_recipe_subaction(a, why) for a in recipe_chain(task, start)]
+    return Decomposition.from_dict({"subactions": subs})
 
 
 def rl_decomposition(task: str, env_doc: str) -> Decomposition:
     """The fallback when the prompts withheld the recipes (`env_doc` ``rules``/``none``): one sub-action per
-    task achievement, each learned by RL; it uses nothing but the task's name."""
+    task achievement (the Crafter benchmark: one for the whole game), each learned by RL; it uses nothing
+    but the task's name."""
     valid = valid_goals()
-    why = (f"fallback: the slow agent gave no valid reply; with env_doc={env_doc} the recipe graph is not "
-           f"used, so RL learns the task")
+    why = f"fallback: no valid slow reply; env_doc={env_doc} withholds recipes: RL learns it"
+    if is_benchmark(task):
+        return Decomposition.from_dict({"subactions": [
+            {"name": "crafter", "description": "unlock as many different achievements as possible",
+             "how": "rl", "goal": "", "why": why}]})
     subs = [{"name": t, "description": f"unlock the achievement {t}", "how": "rl",
              "goal": t if t in valid else "", "why": why} for t in task_targets(task)]
     return Decomposition.from_dict({"subactions": subs[-_max_subactions():]})
@@ -156,8 +241,7 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             continue
         if target in names:  # cannot happen (a sub-action named after it got it as goal above); kept unique
             continue
-        added = _recipe_subaction(target, "appended: the decomposition left out the task's own achievement",
-                                  env_doc)
+        added = _recipe_subaction(target, "appended: the reply left out the task's own achievement", env_doc)
         if len(subs) >= _max_subactions():  # drop the last sub-action that is not for a task achievement
             keep = set(task_targets(task))
             at = max(i for i, s in enumerate(subs) if not (isinstance(s, dict) and s.get("goal") in keep))
@@ -205,10 +289,16 @@ class SlowAgent:
 
     def messages(self, task: str, feedback: str = "none") -> list[Message]:
         """The prompt, fitted to the context."""
-        return fit(self.prompt(task, feedback), self.client, self.config.json_max_tokens)
+        return fit(self.prompt(task, feedback), self.client, self.max_tokens)
 
-    def _sampling(self) -> SamplingParams:
-        return SamplingParams(temperature=0.0, max_tokens=self.config.json_max_tokens, seed=self.config.seed)
+    @property
+    def max_tokens(self) -> int:
+        """The decomposition's completion limit (`slow_max_tokens`)."""
+        return slow_max_tokens(self.config)
+
+    def sampling(self) -> SamplingParams:
+        """The decomposition request's sampling (greedy, the agent's seed, `max_tokens`)."""
+        return SamplingParams(temperature=0.0, max_tokens=self.max_tokens, seed=self.config.seed)
 
     def decompose_checked(self, task: str, feedback: str = "none") -> SlowResult:
         """Ask for the decomposition (greedy; schema-checked and re-asked by the client) and repair its goals.
@@ -218,9 +308,9 @@ class SlowAgent:
             rlgpt.agents.replies.ReplyValidationError: the reply repeats a sub-action name.
         """
         prompt = self.prompt(task, feedback)
-        data = ask_fitted(prompt, self.client, self.config.json_max_tokens,
+        data = ask_fitted(prompt, self.client, self.max_tokens,
                           lambda messages: self.client.structured(
-                              ROLE, messages, prompts.schema_for_role(ROLE), sampling=self._sampling()))
+                              ROLE, messages, prompts.schema_for_role(ROLE), sampling=self.sampling()))
         data, repairs = check_goals(data, task, self.config.env_doc, self.start)
         return SlowResult(Decomposition.from_dict(data), repairs, cuts=prompt.cuts)
 

@@ -89,6 +89,40 @@ class Agents:
         return start
 
 
+def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict[str, Any]) -> dict[str, str]:
+    """Which role fell back to what in one iteration (roles that used the model's reply are absent):
+    ``slow`` (``recipe_graph``, ``task_as_rl``), ``fast_macro`` (``goal_macro``: a kept macro is the trusted
+    goal macro; ``no_macro``: a coded sub-action kept none, so RL plays it with primitives), ``fast_reward``
+    (``task_reward``: no dense reward passed its checks, the task's own reward trains), ``fast_setup``
+    (``setup_defaults``) and ``critic`` (``fast``)."""
+    out = {role: rec["fallback"] for role, rec in (("slow", slow), ("fast_setup", fast), ("critic", critic))
+           if rec.get("fallback")}
+    macro = []
+    for choice in fast.get("macros", []):
+        kept = [c for c in choice["candidates"] if c["index"] == choice["best"]]
+        if choice["best"] is None:
+            macro.append("no_macro")
+        elif any(c.get("fallback") for c in kept):
+            macro.append("goal_macro")
+    if macro:
+        out["fast_macro"] = "+".join(sorted(set(macro)))
+    if "reward" in fast and not fast["reward"].get("code"):
+        out["fast_reward"] = "task_reward"
+    return out
+
+
+def run_fallbacks(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Every role's fallbacks over `records` (iterations, or a plan's links with their own), each named once:
+    what a run's summary says it fell back to."""
+    out: dict[str, list[str]] = {}
+    for rec in records:
+        for role, names in rec.get("fallbacks", {}).items():
+            for name in names if isinstance(names, list) else [names]:
+                if name not in out.setdefault(role, []):
+                    out[role].append(name)
+    return out
+
+
 class Loop:
     """One task's RL-GPT loop in one run directory."""
 
@@ -185,9 +219,7 @@ class Loop:
                                    "macros": [m.name for m in reply.macros],
                                    "written_by": kept_writers(fast),
                                    "critic": feedback["target"],
-                                   "fallbacks": {role: rec["fallback"] for role, rec in
-                                                 (("slow", slow), ("fast_setup", fast), ("critic", feedback))
-                                                 if rec.get("fallback")}})
+                                   "fallbacks": iteration_fallbacks(slow, fast, feedback)})
                 index += 1
                 if feedback["target"] == "done":
                     done = True
@@ -352,7 +384,10 @@ class Loop:
             skill = choice["skill"]
             if skill is not None:  # a subtask whose every training failed is left out of the chain
                 chain.append(Skill(**skill))
+            link = sub_dir / layout.SUMMARY_JSON  # absent when the link's skill came from the library
+            link_fallbacks = json.loads(link.read_text()).get("fallbacks", {}) if link.exists() else {}
             parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
+                          "fallbacks": link_fallbacks,
                           "ok": skill is not None, "success_rate": skill["success_rate"] if skill else 0.0,
                           "steps": choice["steps"], "prefix_steps": starts["steps"],
                           "steps_by_kind": self.ledger.since(before),
@@ -366,8 +401,12 @@ class Loop:
         # The chain is a policy of the task only once every link is trained: marks past its end carry its
         # test result; earlier ones have no policy of the task to evaluate (and no entry).
         marks = evaluate_marks(self.cfg, task, None, [], evaluation, self.ledger.used - charged(start), steps)
+        fallbacks = run_fallbacks(parts)
+        if plan.get("fallback"):
+            fallbacks["planner"] = [plan["fallback"]]
         return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), evaluation, parts,
-                             best="chain", plan=[s.name for s in subtasks], **marks_record(marks))
+                             best="chain", plan=[s.name for s in subtasks], fallbacks=fallbacks,
+                             **marks_record(marks))
 
     def check_link_budget(self, steps: int, links: list[str]) -> None:
         """Raise ConfigError when `steps` split over the plan's `links` (each link's loop then over its
@@ -428,6 +467,13 @@ class Loop:
 
     def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
                   start: dict[str, int], with_marks: bool = True) -> dict:
+        """`_summarize`'s record with ``fallbacks``: every role's fallbacks over the iterations
+        (`run_fallbacks`)."""
+        return {**self._summarize(task, run_dir, steps, iterations, start, with_marks),
+                "fallbacks": run_fallbacks(iterations)}
+
+    def _summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+                   start: dict[str, int], with_marks: bool = True) -> dict:
         """The result record: the best iteration (highest success, then the earliest) among those whose
         training and evaluation finished (None when none did), every step counted since `start` (the
         ledger when the loop began; the selected policy's test evaluation and the marks' included), and
