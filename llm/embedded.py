@@ -291,8 +291,8 @@ class EmbeddedBackend:
         every live sequence in one `llama_batch`. On a CPU a step over a few sequences costs little more
         than a step over one (the weights are read once per step), so N samples take far less than N times
         one. Each sequence is sampled by the same sampler chain `complete` uses, with its own seed and
-        temperature. One sequence at temperature 0 is exactly what `complete` returns (greedy); beside others, a
-        step over several sequences rounds a little differently, which can flip a close choice.
+        temperature. One sequence at temperature 0 is exactly what `complete` returns (greedy); beside
+        others, a step over several sequences rounds a little differently, which can flip a close choice.
         """
         if not samplings:
             return []

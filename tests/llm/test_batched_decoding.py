@@ -12,8 +12,9 @@ from rlgpt.llm.embedded import EmbeddedBackend
 from rlgpt.llm.types import SamplingParams
 
 MESSAGES = [{"role": "system", "content": "You write short Python functions."},
-            {"role": "user", "content": "Write `def score(word)` that returns a score for a word, by any rule "
-                                        "you invent. Reply with only one ```python block, no explanation."}]
+            {"role": "user", "content": "Write `def score(word)` that returns a score for a word, by any "
+                                        "rule you invent. Reply with only one ```python block, no "
+                                        "explanation."}]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=128, seed=0)
 SAMPLED = [SamplingParams(temperature=0.7, top_p=0.95, max_tokens=128, seed=seed) for seed in (1, 2, 3, 4)]
 
