@@ -133,8 +133,16 @@ def critic_schema(decomposition: Decomposition | None) -> dict[str, Any]:
     sub-actions' names (or "")."""
     schema = prompts.schema_for_role(ROLE)
     names = [s.name for s in decomposition.subactions if s.how == "code"] if decomposition else []
-    schema["properties"]["subaction"] = {"type": "string", "enum": [*names, ""]}
-    schema["required"] = [*schema["required"], "subaction", "change"]
+    props = schema["properties"]
+    # The verdict first, then the note (a grammar writes properties in order), all short enough to fit the
+    # reply's token limit: the 0.5B's longer replies were cut at 320 tokens.
+    short = {"type": "string", "minLength": 1, "maxLength": 160}
+    schema["properties"] = {"target": props["target"],
+                            "subaction": {"type": "string", "enum": [*names, ""]},
+                            "change": {"type": "string", "maxLength": 240},
+                            **{k: {"type": "array", "maxItems": 2, "items": short}
+                               for k in ("problems", "suggestions")}}
+    schema["required"] = ["target", "subaction", "change", "problems", "suggestions"]
     return schema
 
 
