@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +176,51 @@ class LLMClient:
                                              "schema": schema, "sampling": sampling.to_dict()})
         self._emit()
         return completion
+
+    def chat_many(self, role: str, messages: list[Message],
+                  samplings: Sequence[SamplingParams]) -> list[Completion]:
+        """One completion per entry of `samplings` to the same `messages` (no schema: code replies), in
+        order; each from the cache when possible (keyed as `chat` keys it, so either replays the other),
+        the rest decoded together where the backend can (the backend's ``complete_many``: the embedded model
+        decodes several sequences per step, an HTTP server batches concurrent requests), else one by one.
+
+        Accounting: every completion the model made is one call of `role`; the wall time of the shared
+        decode is counted once (``llm/<role>/latency_s`` stays the time spent waiting).
+        """
+        _check_messages(messages)
+        keys = [request_key(self.model_id, messages, None, s.to_dict()) for s in samplings]
+        out: list[Completion | None] = [None] * len(samplings)
+        if self.cache is not None:
+            for i, key in enumerate(keys):
+                out[i] = self.cache.get(key)
+            self.cache_hits += sum(c is not None for c in out)
+        missing = [i for i, c in enumerate(out) if c is None]
+        if missing and (self.replay_only or self.backend is None):
+            raise CacheMissError(
+                f"replay-only: no cached response for role {role!r} (key {keys[missing[0]][:12]}) in "
+                f"{self.cache.root if self.cache else '<no cache>'}; rerun with a live backend to record it")
+        if missing:
+            assert self.backend is not None
+            start = time.perf_counter()
+            together = getattr(self.backend, "complete_many", None)
+            wanted = [samplings[i] for i in missing]
+            made = (together(messages, wanted) if together is not None and len(missing) > 1
+                    else [self.backend.complete(messages, None, s) for s in wanted])
+            elapsed = time.perf_counter() - start
+            usage = self.usage.setdefault(role, RoleUsage())
+            usage.latency_s += elapsed
+            for i, completion in zip(missing, made, strict=True):
+                usage.calls += 1
+                usage.prompt_tokens += completion.prompt_tokens
+                usage.completion_tokens += completion.completion_tokens
+                usage.cached_tokens += completion.cached_tokens
+                out[i] = completion
+                if self.cache is not None:
+                    self.cache.put(keys[i], completion, {
+                        "model": self.model_id, "role": role, "messages": messages, "schema": None,
+                        "sampling": samplings[i].to_dict()})
+        self._emit()
+        return [c for c in out if c is not None]
 
     def structured(self, role: str, messages: list[Message], schema: dict[str, Any], *,
                    sampling: SamplingParams | None = None) -> dict[str, Any]:

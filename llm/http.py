@@ -10,6 +10,7 @@ Dialects (how a JSON schema is sent):
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import re
 import time
@@ -153,6 +154,13 @@ class OpenAIHTTPBackend:
                 f"{self.base_url}/chat/completions returned JSON without choices[0].message.content "
                 f"({exc!r}): {json.dumps(out)[:200]}"
             ) from None
+
+    def complete_many(self, messages: list[Message], samplings: list[SamplingParams]) -> list[Completion]:
+        """One reply per entry of `samplings`, sent as concurrent requests: vLLM and llama.cpp's server
+        batch the requests they have in flight (continuous batching), so N samples cost about one."""
+        _ = self.model, self.dialect  # discover the served model once, before the threads
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(samplings)) as pool:
+            return list(pool.map(lambda s: self.complete(messages, None, s), samplings))
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         url = self.base_url + path

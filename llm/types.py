@@ -50,7 +50,11 @@ class Completion:
 
 
 class Backend(Protocol):
-    """What LLMClient needs from a model: one chat completion, optionally constrained by a JSON schema."""
+    """What LLMClient needs from a model: one chat completion, optionally constrained by a JSON schema.
+
+    A backend may also have ``complete_many(messages, samplings) -> list[Completion]``: one reply (no
+    schema) per sampling, decoded together (`LLMClient.chat_many` uses it; the embedded model and the HTTP
+    backend have it)."""
 
     @property
     def model_id(self) -> str:
@@ -61,3 +65,4 @@ class Backend(Protocol):
                  sampling: SamplingParams) -> Completion:
         """Generate one assistant reply; with `schema`, constrain it to JSON matching the schema."""
         ...
+

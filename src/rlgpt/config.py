@@ -428,18 +428,26 @@ class AgentConfig:
     """Knobs of the LLM agents (planner, slow, fast, critic) of the RL-GPT loop."""
 
     samples: int = 3
-    """Macro candidates sampled per coded sub-action; each is compiled, repaired and probed, the best kept."""
+    """Test-time search width: macro candidates sampled per round for a coded sub-action, from distinct
+    seeds and decoded together (several sequences per llama.cpp step on the embedded model, concurrent
+    requests to a server); they are tried in order and the search stops at the first that reaches its goal
+    in every probe call (`rlgpt.agents.fast.FastAgent.write_macro`)."""
     temperature: float = 0.7
     """Sampling temperature for code candidates (> 0 so that candidates differ)."""
     seed: int = 0
-    """Base sampling seed; candidate i uses seed + i (distinct seeds also keep their cache entries apart)."""
+    """Base sampling seed; the search's k-th sampled candidate uses seed + k (distinct seeds also keep their
+    cache entries apart)."""
     repair_retries: int = 2
-    """Times a compile (or reward dry-run) diagnostic is sent back to the fast agent for a fix."""
+    """Times one candidate's compile (or the reward's dry-run) diagnostics are sent back to the fast agent
+    for a fix, before it is probed."""
     probe_repair_retries: int = 1
-    """Times the best candidate of a sub-action, when it missed its goal in some probe call, goes back to the
-    fast agent with what the probes saw (state before/after each call, outcome, its last actions and what
-    it faced) for a revised macro; a revision is compiled, repaired and probed like a sample and kept only
-    if it probes better. Costs one model call per revision, far less than a training iteration."""
+    """Test-time search depth: repair rounds after the first while no candidate reached its goal in every
+    probe call; each samples `samples` new candidates from a prompt carrying the best failing candidate's
+    code, probes, diagnostic, failing line, last actions and inventory change. Costs one batched decode
+    per round, far less than a training iteration."""
+    search_budget_s: float = 0.0
+    """LLM wall seconds one sub-action's search may spend (samples and compile repairs); no new round and
+    no further compile repair starts past it (0 = no limit: `samples` x rounds bound it)."""
     code_max_tokens: int = 512
     """Completion token limit of one code reply."""
     json_max_tokens: int = 384
@@ -506,6 +514,8 @@ class AgentConfig:
             raise ConfigError(f"agents.repair_retries must be >= 0, got {self.repair_retries}")
         if self.probe_repair_retries < 0:
             raise ConfigError(f"agents.probe_repair_retries must be >= 0, got {self.probe_repair_retries}")
+        if self.search_budget_s < 0:
+            raise ConfigError(f"agents.search_budget_s must be >= 0, got {self.search_budget_s}")
         if not self.probe_seeds:
             raise ConfigError("agents.probe_seeds must list at least one seed")
         if self.probe_calls_per_episode < 1 or self.probe_max_steps < 1:
@@ -692,12 +702,13 @@ class RunConfig:
                 f"eval_episodes or train.env.episode_length")
 
     def code_probe_bound(self) -> int:
-        """The most steps ``--mode code`` charges: its probes, every candidate of its one macro (each
-        sample, each probe revision and the trusted goal macro) at `rlgpt.macro.probe.probe_step_bound`."""
+        """The most steps ``--mode code`` charges: its probes, every candidate of its one macro (`samples` in
+        each of the search's 1 + `probe_repair_retries` rounds, and the trusted goal macro) at
+        `rlgpt.macro.probe.probe_step_bound`."""
         from rlgpt.macro.probe import probe_step_bound  # deferred: importing crafter is not free
 
         a = self.agents
-        candidates = a.samples + a.probe_repair_retries + 1
+        candidates = a.samples * (1 + a.probe_repair_retries) + 1  # rounds of samples + the goal macro
         return candidates * probe_step_bound(len(a.probe_seeds), a.probe_calls_per_episode,
                                              a.probe_warmup_steps, a.probe_max_steps)
 
@@ -711,8 +722,9 @@ class RunConfig:
             if self.steps >= bound:
                 return None
             a = self.agents
+            candidates = a.samples * (1 + a.probe_repair_retries) + 1
             return (f"steps ({self.steps}) cannot pay for --mode code's probes: up to {bound} steps "
-                    f"({a.samples + a.probe_repair_retries + 1} candidates x {len(a.probe_seeds)} probe "
+                    f"({candidates} candidates x {len(a.probe_seeds)} probe "
                     f"seeds x {a.probe_calls_per_episode} calls x {a.probe_warmup_steps + a.probe_max_steps} "
                     f"steps): raise --steps to at least {bound}, or lower agents.samples or "
                     f"agents.probe_max_steps")

@@ -62,8 +62,10 @@ def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: 
 def test_compile_errors_go_back_to_the_model_with_their_diagnostics(client: LLMClient,
                                                                     recording: Recording) -> None:
     # Without the trusted goal macro, which would reach the goal and make the repair needless.
-    agent = FastAgent(client, AgentConfig(samples=1, repair_retries=1, code_max_tokens=256,
-                                          probe_seeds=(0,), probe_max_steps=16, goal_fallback=False))
+    # No repair round either: this is about the compile repair of one candidate.
+    agent = FastAgent(client, AgentConfig(samples=1, repair_retries=1, probe_repair_retries=0,
+                                          code_max_tokens=256, probe_seeds=(0,), probe_max_steps=16,
+                                          goal_fallback=False))
     messages = agent.macro_messages("collect_wood", CHOP)
     # A reply the model wrote in the measurements; recorded because sampling cannot be steered to it.
     bad = ("```python\nimport random\ndef chop_tree(game):\n    for _ in range(10):\n"
@@ -266,8 +268,10 @@ def test_a_compile_error_is_not_repaired_once_the_trusted_goal_macro_reaches_the
     broken = "```python\ndef get_stone(game):\n    import os\n    yield \"noop\"\n```"
     record_reply(client, agent.macro_messages("collect_stone", STONE), broken, agent._sampling(0))
     choice = agent.write_macro("collect_stone", STONE)
-    # No repair, no second sample, no revision: the goal macro was probed first and reached the goal.
-    assert not recording.requests
+    # The round's second sample was decoded with the first; no repair and no revision was asked for, and
+    # the second sample was never compiled or probed: the goal macro was probed first and reached the goal.
+    assert [r[2].seed for r in recording.requests] == [1]
+    assert choice.search.sampled == 2 and choice.search.tried == 1 and choice.search.stopped == "fallback"
     first, fallback = choice.candidates
     assert first.code.code is None and len(first.code.attempts) == 1 and first.probe is None
     assert fallback.fallback and fallback.index == 1 and choice.best is fallback

@@ -33,7 +33,8 @@ VALUES = {
     "fast_setup": {"task": "collect wood", "decomposition": "chop", "macros": "chop", "env_rules": "rules",
                    "macro_api": "move(d)", "feedback": "none"},
     "critic": {"task": "collect wood", "iteration": "2", "eval_report": "success 0.4", "diagnostics": "none",
-               "env_rules": "rules", "macro_api": "move(d)", "decomposition": "chop", "probes": "none"},
+               "env_rules": "rules", "macro_api": "move(d)", "decomposition": "chop", "probes": "none",
+               "subactions": "none"},
 }
 
 

@@ -97,7 +97,7 @@ def test_a_training_plays_the_fast_agents_horizon_but_the_crafter_benchmark_play
 
 
 @pytest.mark.parametrize("mode, steps, fragment", [
-    ("code", 10, "raise --steps to at least 3000"),
+    ("code", 10, "raise --steps to at least 4200"),
     ("ppo", 10, "raise --steps to at least 1024"),
     ("rlgpt", 10, "raise --steps to at least 4096"),
 ])
@@ -106,12 +106,12 @@ def test_every_mode_checks_its_budget_before_any_llm_call(mode: str, steps: int,
     started the model and ran for minutes); each mode names its own (issue 27)."""
     with pytest.raises(ConfigError, match=fragment):
         load_run_config(None, ["task=crafter", f"mode={mode}", f"steps={steps}"])
-    cfg = load_run_config(None, ["task=crafter", "mode=code", "steps=3000"])
-    assert cfg.code_probe_bound() == 3000 and cfg.mode_shortfall() is None
+    cfg = load_run_config(None, ["task=crafter", "mode=code", "steps=4200"])
+    assert cfg.code_probe_bound() == 4200 and cfg.mode_shortfall() is None
 
 
 def test_the_cli_refuses_a_code_run_too_small_for_its_probes_in_one_line(tmp_path) -> None:
     proc = cli("run", "--task", "crafter", "--mode", "code", "--steps", "10",
                "--run-dir", str(tmp_path / "r"))
-    assert_error_line(proc, "--mode code's probes", "raise --steps to at least 3000")
+    assert_error_line(proc, "--mode code's probes", "raise --steps to at least 4200")
     assert not (tmp_path / "r").exists()  # refused before the run began: no model, no run directory

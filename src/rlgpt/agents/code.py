@@ -16,7 +16,7 @@ from typing import Any
 
 from rlgpt.agents.common import degradable
 from rlgpt.llm.client import LLMClient
-from rlgpt.llm.types import Message, SamplingParams
+from rlgpt.llm.types import Completion, Message, SamplingParams
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -117,20 +117,24 @@ Check = Callable[[str], Any]
 
 def write_code(client: LLMClient, role: str, messages: list[Message], name: str, check: Check, *,
                sampling: SamplingParams, retries: int, repair_hint: str = "",
-               give_up: Callable[[], bool] | None = None) -> CodeResult:
+               give_up: Callable[[], bool] | None = None, first: Completion | None = None) -> CodeResult:
     """Ask for function `name`, extract it, `check` it; send diagnostics back up to `retries` times,
     followed by `repair_hint` (a reminder of the rules the diagnostics are about). `give_up`, asked before
-    each repair, ends the loop when it returns True (the caller has what it needs another way)."""
+    each repair, ends the loop when it returns True (the caller has what it needs another way). `first` is
+    the first reply when the caller sampled it already (several decoded together: `LLMClient.chat_many`)."""
     conversation = list(messages)
     result = CodeResult(None, None)
     for attempt in range(retries + 1):
-        try:
-            completion = client.chat(role, conversation, sampling=sampling)
-        except Exception as exc:
-            if not degradable(exc):
-                raise
-            result.error = str(exc)
-            break
+        if attempt == 0 and first is not None:
+            completion = first
+        else:
+            try:
+                completion = client.chat(role, conversation, sampling=sampling)
+            except Exception as exc:
+                if not degradable(exc):
+                    raise
+                result.error = str(exc)
+                break
         code = extract_function(completion.text, name)
         if code is None:
             cut = " (the reply was cut off at the token limit; write a shorter function)" \

@@ -1,10 +1,15 @@
 """The fast agent: writes macro code for the coded sub-actions and the RL setup (reward, observation,
 macros, horizon).
 
-Code comes out of ```python blocks, never JSON strings. For each coded sub-action the agent samples
-`AgentConfig.samples` candidates (temperature > 0, seed + i), sends compiler diagnostics back to the model
-(`AgentConfig.repair_retries`), probes every candidate that compiles in seeded Crafter episodes
-(`rlgpt.macro.probe`) and keeps the best. The dense reward is compiled by the same compiler, dry-run on
+Code comes out of ```python blocks, never JSON strings. For each coded sub-action the agent searches at
+test time (`FastAgent.write_macro`): a round samples `AgentConfig.samples` candidates from distinct seeds,
+decoded together (`LLMClient.chat_many`), sends compiler diagnostics back to the model
+(`AgentConfig.repair_retries`), probes each candidate that compiles in seeded Crafter episodes
+(`rlgpt.macro.probe`) and stops at the first that reaches its goal in every probe call; while none does,
+repair rounds (`AgentConfig.probe_repair_retries`) sample again from a prompt carrying the best failing
+candidate's code, diagnostic, failing line, last actions and inventory change, within
+`AgentConfig.search_budget_s` of LLM time. The search's statistics go into ``fast.json`` (`SearchStats`).
+The dense reward is compiled by the same compiler, dry-run on
 real Crafter and repaired the same way. Only the short setup fields go through a (small) JSON schema.
 """
 
@@ -13,12 +18,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlgpt import prompts
-from rlgpt.agents.code import CodeAttempt, CodeResult, write_code
+from rlgpt.agents.code import CodeAttempt, CodeResult, format_diagnostics, write_code
 from rlgpt.agents.common import (
     degradable,
     describe_task,
@@ -32,7 +38,7 @@ from rlgpt.config import AgentConfig
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv, GameState
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
-from rlgpt.llm.types import SamplingParams
+from rlgpt.llm.types import Completion, SamplingParams
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import CodeSkill, goal_key, link_skills, retrieve
@@ -68,7 +74,7 @@ class MacroCandidate:
     """One sampled macro: its compile-and-repair history and, when it compiled, its probe."""
 
     index: int
-    """Sample index (its sampling seed is `AgentConfig.seed + index`)."""
+    """Position in `MacroChoice.candidates`."""
     code: CodeResult
     """Accepted code (or None) and every attempt with its diagnostics."""
     probe: ProbeReport | None
@@ -84,13 +90,45 @@ class MacroCandidate:
     def fallback(self) -> bool:
         """Whether this is the trusted goal macro (expert code)."""
         return self.written_by == "expert"
+    seed: int | None = None
+    """Sampling seed of its first reply (None for the trusted goal macro)."""
+
+    @property
+    def reached(self) -> bool:
+        """Whether its probe reached the goal in every call (what ends the search)."""
+        return self.probe is not None and self.probe.goal_rate == 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``fallback`` kept beside ``written_by`` for readers of older runs' files)."""
         return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
                 "attempts": [a.to_dict() for a in self.code.attempts],
                 "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises,
-                "written_by": self.written_by, "fallback": self.fallback}
+                "written_by": self.written_by, "fallback": self.fallback, "seed": self.seed}
+
+
+@dataclass
+class SearchStats:
+    """What the test-time search for one sub-action's macro spent and found."""
+
+    rounds: int = 0
+    """Sampling rounds run: the first, then repair rounds."""
+    sampled: int = 0
+    """Model replies sampled (decoded together per round; compile repairs not included)."""
+    tried: int = 0
+    """Sampled candidates compiled (with repairs) and, when they compiled, probed; a round's later replies
+    are never tried once one reached the goal."""
+    llm_s: float = 0.0
+    """Wall seconds the search waited for the model (samples and compile repairs)."""
+    won: int | None = None
+    """Index of the model's candidate that reached the goal in every probe call (None: none did)."""
+    stopped: str = ""
+    """Why it ended: ``goal`` (a candidate won), ``fallback`` (the trusted goal macro reached the goal),
+    ``budget`` (`AgentConfig.search_budget_s` spent), ``rounds`` (every round ran) or ``no_goal`` (a
+    sub-action without a goal: one round, the best probe kept)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -105,6 +143,8 @@ class MacroChoice:
     """The compiled candidate with the best probe (None when none compiled)."""
     trusted: MacroCandidate | None = None
     """The trusted goal macro once probed (`FastAgent._trusted`); in `candidates` once offered."""
+    search: SearchStats = field(default_factory=SearchStats)
+    """What the search spent and found."""
 
     @property
     def source(self) -> MacroSource | None:
@@ -123,7 +163,8 @@ class MacroChoice:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"subaction": self.subaction.name, "best": None if self.best is None else self.best.index,
-                "written_by": self.written_by, "candidates": [c.to_dict() for c in self.candidates]}
+                "written_by": self.written_by, "candidates": [c.to_dict() for c in self.candidates],
+                "search": self.search.to_dict()}
 
 
 @dataclass
@@ -142,6 +183,8 @@ class FastResult:
     """Why the setup is `FastSetup.default` (the model's reply never validated); "" = the model's."""
     reward_check_steps: int = 0
     """Primitive env steps the reward's dry runs played (every attempt's)."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """The critic's change per sub-action this pass was given (`FastAgent.run`'s `notes`)."""
 
     @property
     def steps_by_kind(self) -> dict[str, int]:
@@ -154,7 +197,17 @@ class FastResult:
                 "reward": {"code": self.reward.code, "attempts": [a.to_dict() for a in self.reward.attempts],
                            **({"error": self.reward.error} if self.reward.error else {})},
                 "setup": self.setup.to_dict(), "steps_by_kind": self.steps_by_kind,
+                "search": search_summary(self.macros), "notes": dict(self.notes),
                 **({"fallback": "setup_defaults", "error": self.setup_error} if self.setup_error else {})}
+
+
+def search_summary(choices: list[MacroChoice]) -> dict[str, Any]:
+    """The search's totals over `choices` (for the loop's records and the report): rounds, sampled and tried
+    candidates, LLM seconds, and per sub-action which candidate won (None: none reached its goal)."""
+    stats = [c.search for c in choices]
+    return {"rounds": sum(s.rounds for s in stats), "sampled": sum(s.sampled for s in stats),
+            "tried": sum(s.tried for s in stats), "llm_s": round(sum(s.llm_s for s in stats), 3),
+            "won": {c.subaction.name: c.search.won for c in choices}}
 
 
 def probe_steps(choices: list[MacroChoice]) -> int:
@@ -197,17 +250,65 @@ def goal_text(sub: SubAction) -> str:
     return f"the {kind} count of {sub.goal!r} goes up by at least 1 (then return)"
 
 
+_LINE = re.compile(r"at line (\d+)")
+
+
+def failing_call_text(candidate: MacroCandidate) -> str:
+    """The worst probe call of `candidate` spelled out for a repair: its outcome and diagnostic, the failing
+    line of its code (numbered), its last actions and its inventory change ("" when every call reached the
+    goal)."""
+    assert candidate.probe is not None
+    failed = [c for c in candidate.probe.calls if c.reached_goal is False or c.outcome != "success"]
+    if not failed:
+        return ""
+    call = failed[0]
+    lines = [f"A failing call (seed {call.seed}): it ended with {call.outcome} after {call.steps} steps."]
+    if call.diagnostic:
+        lines.append(f"Diagnostic: {call.diagnostic}")
+        found = _LINE.search(call.diagnostic)
+        code = (candidate.code.code or "").splitlines()
+        if found and 1 <= int(found.group(1)) <= len(code):
+            n = int(found.group(1))
+            lines.append(f"The failing line ({n}): {code[n - 1].strip()}")
+    lines.append(f"Its last actions: {' '.join(call.trace) or '(none)'}")
+    diff = ", ".join(f"{k}{v:+d}" for k, v in call.inventory_diff.items()) or "no change"
+    lines.append(f"Its inventory change: {diff} (inventory before: "
+                 f"{', '.join(f'{k} {v}' for k, v in call.before.inventory.items()) or 'empty'})")
+    return "\n".join(lines)
+
+
 def probe_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "none") -> str:
-    """The feedback slot of a revision request: the earlier feedback, what the candidate's probes saw and
-    its code."""
+    """The feedback slot of a repair round: the earlier feedback, what the candidate's probes saw, its worst
+    call spelled out (`failing_call_text`) and its code."""
     assert candidate.probe is not None and candidate.code.code is not None
     probe = candidate.probe
     reached = sum(bool(c.reached_goal) for c in probe.calls)
     earlier = "" if feedback in ("", "none") else f"{feedback}\n"
+    failing = failing_call_text(candidate)
     return (f"{earlier}Your earlier `{sub.name}` reached its goal in {reached} of {len(probe.calls)} probe "
-            f"calls (each call starts in a fresh seeded world):\n{probe.render()}\nIts code:\n```python\n"
+            f"calls (each call starts in a fresh seeded world):\n{probe.render()}\n"
+            f"{failing + chr(10) if failing else ''}Its code:\n```python\n"
             f"{candidate.code.code.strip()}\n```\nFix what made it fail (look at the last actions and what "
             f"they faced); keep what worked.")
+
+
+def compile_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "none") -> str:
+    """The feedback slot of a repair round when no candidate compiled: the closest one's last reply and its
+    diagnostics."""
+    earlier = "" if feedback in ("", "none") else f"{feedback}\n"
+    last = candidate.code.attempts[-1]
+    code = last.code or last.reply
+    return (f"{earlier}Your earlier `{sub.name}` was rejected:\n{format_diagnostics(last.diagnostics)}\n"
+            f"Its code:\n```python\n{code.strip()}\n```\nWrite it again without these problems.")
+
+
+def note_feedback(sub: SubAction, feedback: str, note: str) -> str:
+    """The feedback slot of `sub`'s prompt: the general feedback, then the critic's change for exactly this
+    sub-action (its words, unchanged)."""
+    if not note:
+        return feedback
+    earlier = "" if feedback in ("", "none") else f"{feedback}\n"
+    return f"{earlier}The critic on `{sub.name}`: {note}"
 
 
 HORIZON_SLACK = 2.0
@@ -359,21 +460,24 @@ class FastAgent:
         return contained.value
 
     def _candidate(self, index: int, messages: list[dict[str, str]], choice: MacroChoice,
-                   setup: tuple[CompiledMacro, ...], revises: int | None = None) -> MacroCandidate:
-        """Ask for one macro (sampling seed + `index`), repair compile errors (unless the trusted goal
-        macro settles the sub-action first: `_fallback_settles`), probe it if it compiles."""
+                   setup: tuple[CompiledMacro, ...], revises: int | None = None, seed: int = 0,
+                   first: Completion | None = None, give_up: Callable[[], bool] | None = None
+                   ) -> MacroCandidate:
+        """One macro (its first reply `first`, already sampled with `seed`, or asked for here): repair
+        compile errors (unless `give_up` says to stop: the trusted goal macro settles the sub-action, or
+        the search's time is spent), probe it if it compiles."""
         sub = choice.subaction
         result = write_code(self.client, ROLE, messages, sub.name,
                             lambda code: self.compile_macro_code(sub.name, code),
-                            sampling=self._sampling(index), retries=self.config.repair_retries,
-                            repair_hint=MACRO_REPAIR_HINT,
-                            give_up=lambda: self._fallback_settles(choice, setup))
+                            sampling=self._sampling(seed - self.config.seed),
+                            retries=self.config.repair_retries, repair_hint=MACRO_REPAIR_HINT, first=first,
+                            give_up=give_up or (lambda: self._fallback_settles(choice, setup)))
         probe = None
         if result.compiled is not None:
             self.on_phase("probe")
             probe = self.probe(result.compiled, sub.goal, setup)
             self.on_phase("fast")
-        return MacroCandidate(index, result, probe, revises)
+        return MacroCandidate(index, result, probe, revises, seed=seed)
 
     @staticmethod
     def _best(candidates: list[MacroCandidate]) -> MacroCandidate | None:
@@ -387,35 +491,78 @@ class FastAgent:
         if best is not None:
             choice.best = best
 
+    def _llm_seconds(self) -> float:
+        usage = self.client.usage.get(ROLE)
+        return 0.0 if usage is None else usage.latency_s
+
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
-        """Sample candidates for `sub`, repair compile errors, probe those that compile (after `setup`),
-        keep the best; while none reaches its goal in every probe call, offer the trusted goal macro
-        (`_offer_fallback`) and ask for a revision of the model's best candidate that sees its probes
-        (`AgentConfig.probe_repair_retries`).
+        """Search for `sub`'s macro (probed after `setup`, the kept macros before it) and keep the best.
+
+        Round 0 samples `AgentConfig.samples` replies from distinct seeds, decoded together
+        (`LLMClient.chat_many`); they are tried in order (compiled, compile errors repaired, probed), and
+        the search stops at the first that reaches the goal in every probe call: the later replies of its
+        round are never compiled or probed. While none does, each repair round (at most
+        `AgentConfig.probe_repair_retries`) samples as many again from a prompt that carries the best
+        failing candidate's probes, diagnostic, failing line, last actions and inventory change
+        (`probe_feedback`; `compile_feedback` when nothing compiled); no round starts once
+        `AgentConfig.search_budget_s` of LLM time is spent.
 
         Whenever the model's candidates so far miss the goal in some probe call, the trusted goal macro is
-        probed before the model is asked anything more (a compile repair, another sample, a revision);
-        once it reaches the goal in every probe call, nothing more is asked: no model call could beat it on
-        the goal, and each one costs seconds to minutes on a CPU."""
-        messages = self.macro_messages(task, sub, feedback)
+        offered (`_offer_fallback`) and probed before the model is asked anything more (a compile repair,
+        another round); once it reaches the goal in every probe call the search ends: no model call could
+        beat it on the goal."""
+        cfg = self.config
         choice = MacroChoice(sub)
-        for index in range(self.config.samples):
-            choice.candidates.append(self._candidate(index, messages, choice, setup))
-            self._select(choice)
-            self._offer_fallback(choice, setup)
-            if self._reached(choice) and choice.best is not None and choice.best.fallback:
+        stats = choice.search
+        spent_before = self._llm_seconds()
+
+        def spent() -> float:
+            return self._llm_seconds() - spent_before
+
+        def out_of_time() -> bool:
+            return cfg.search_budget_s > 0 and spent() >= cfg.search_budget_s
+
+        def give_up() -> bool:
+            return out_of_time() or self._fallback_settles(choice, setup)
+
+        messages, revises = self.macro_messages(task, sub, feedback), None
+        stats.stopped = "rounds"
+        for round_ in range(1 + cfg.probe_repair_retries):
+            if round_ > 0:
+                if not sub.goal:
+                    stats.stopped = "no_goal"
+                    break
+                model = [c for c in choice.candidates if not c.fallback]
+                best = self._best(model)
+                if best is not None:
+                    messages = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
+                elif model:
+                    messages = self.macro_messages(task, sub, compile_feedback(sub, model[-1], feedback))
+                revises = None if best is None else best.index
+            if out_of_time():
+                stats.stopped = "budget"
                 break
-        for _ in range(self.config.probe_repair_retries):
-            if choice.best is None or choice.best.probe is None or choice.best.probe.goal_rate in (None, 1.0):
-                break  # nothing compiled (compile repair already ran), no goal to judge by, or it works
-            best = self._best([c for c in choice.candidates if not c.fallback])
-            if best is None:
+            seeds = [cfg.seed + stats.sampled + k for k in range(cfg.samples)]
+            replies = self.client.chat_many(ROLE, messages, [self._sampling(s - cfg.seed) for s in seeds])
+            stats.rounds += 1
+            stats.sampled += len(replies)
+            for seed, reply in zip(seeds, replies, strict=True):
+                candidate = self._candidate(len(choice.candidates), messages, choice, setup, revises, seed,
+                                            first=reply, give_up=give_up)
+                choice.candidates.append(candidate)
+                stats.tried += 1
+                self._select(choice)
+                if candidate.reached:
+                    stats.won, stats.stopped = candidate.index, "goal"
+                    break
+                self._offer_fallback(choice, setup)
+                if self._reached(choice) and choice.best is not None and choice.best.fallback:
+                    stats.stopped = "fallback"
+                    break
+            if stats.stopped in ("goal", "fallback"):
                 break
-            revision = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
-            choice.candidates.append(
-                self._candidate(len(choice.candidates), revision, choice, setup, revises=best.index))
-            self._select(choice)
+        stats.llm_s = round(spent(), 3)
         return choice
 
     def _trusted(self, choice: MacroChoice, setup: tuple[CompiledMacro, ...]) -> MacroCandidate | None:
@@ -558,8 +705,11 @@ class FastAgent:
 
     # -- everything --------------------------------------------------------------------------------
 
-    def run(self, task: str, decomposition: Decomposition, feedback: str = "none") -> FastResult:
+    def run(self, task: str, decomposition: Decomposition, feedback: str = "none",
+            notes: Mapping[str, str] | None = None) -> FastResult:
         """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
+        `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
+        sub-action's prompt carries it word for word (`note_feedback`).
 
         The reply's macros are every kept macro the setup lists plus every kept macro whose probe reached
         its goal at least once (a good macro is not dropped because a small model left it out of a list).
@@ -572,7 +722,8 @@ class FastAgent:
                 continue
             # Each sub-action is probed where the coded ones before it leave the player (an "rl" one in
             # between is skipped: nothing plays it before training).
-            choice = self.write_macro(task, sub, feedback, setup)
+            note = (notes or {}).get(sub.name, "")
+            choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup)
             choices.append(choice)
             if choice.best is not None:
                 setup = (*setup, choice.best.code.compiled)
@@ -586,4 +737,5 @@ class FastAgent:
         reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
                           reward.code or "", setup.observation,
                           max(setup.horizon, chain_horizon([kept[n] for n in chosen])))
-        return FastResult(reply, choices, reward, setup, setup_error, self.reward_check_steps - checked)
+        return FastResult(reply, choices, reward, setup, setup_error, self.reward_check_steps - checked,
+                          dict(notes or {}))

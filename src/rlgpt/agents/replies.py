@@ -156,16 +156,24 @@ class Feedback:
     """Observed problems."""
     suggestions: tuple[str, ...]
     """Concrete changes to try next iteration."""
+    subaction: str = ""
+    """The sub-action whose macro failed ("" = none named)."""
+    change: str = ""
+    """What that sub-action's code must do differently: the next fast-agent prompt for it carries exactly
+    this text (`rlgpt.agents.critic.critic_notes`)."""
 
     @classmethod
     def from_dict(cls, data: Any) -> Feedback:
         """Validate `data` against feedback.schema.json and build the reply."""
         _validate("feedback", data)
-        return cls(data["target"], tuple(data["problems"]), tuple(data["suggestions"]))
+        return cls(data["target"], tuple(data["problems"]), tuple(data["suggestions"]),
+                   data.get("subaction", ""), data.get("change", ""))
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON-ready form (inverse of from_dict)."""
-        return {"target": self.target, "problems": list(self.problems), "suggestions": list(self.suggestions)}
+        """Return the JSON-ready form (inverse of from_dict; a sub-action's note only when one is named)."""
+        named = {"subaction": self.subaction, "change": self.change} if self.subaction or self.change else {}
+        return {"target": self.target, "problems": list(self.problems), "suggestions": list(self.suggestions),
+                **named}
 
 
 @dataclass(frozen=True)

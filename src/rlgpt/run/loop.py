@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rlgpt import layout, rundir
-from rlgpt.agents.critic import Critic
+from rlgpt.agents.critic import Critic, critic_notes
 from rlgpt.agents.fast import FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
@@ -168,7 +168,7 @@ class Loop:
         done = False
         for outer in range(cfg.max_outer):
             decomposition: Decomposition | None = None
-            fast_feedback = "none"
+            fast_feedback, fast_notes = "none", {}
             for inner in range(cfg.max_inner):
                 if remaining() <= 0:  # the budget is spent: no new iteration
                     done = True
@@ -182,7 +182,7 @@ class Loop:
                 self.progress.phase("fast", index, task)
                 self.agents.fast.on_phase = lambda phase, i=index: self.progress.phase(phase, i, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
-                            fast_feedback)
+                            fast_feedback, fast_notes)
                 reply = FastReply.from_dict(fast["reply"])
                 self.progress.code(kept_writers(fast))
                 for kind, n in fast.get("steps_by_kind", {}).items():  # probes and reward dry runs
@@ -218,7 +218,7 @@ class Loop:
                                    "steps": evaluation["steps"], "steps_by_kind": self.ledger.since(before),
                                    "macros": [m.name for m in reply.macros],
                                    "written_by": kept_writers(fast),
-                                   "critic": feedback["target"],
+                                   "search": fast.get("search"), "critic": feedback["target"],
                                    "fallbacks": iteration_fallbacks(slow, fast, feedback)})
                 index += 1
                 if feedback["target"] == "done":
@@ -227,7 +227,7 @@ class Loop:
                 if feedback["target"] == "slow":
                     slow_feedback = feedback_text(feedback)
                     break
-                fast_feedback = feedback_text(feedback)
+                fast_feedback, fast_notes = feedback_text(feedback), critic_notes(feedback)
             if done:
                 break
         return self.summarize(task, run_dir, steps, iterations, start, with_marks)
@@ -258,10 +258,11 @@ class Loop:
         return record
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
-                  feedback: str) -> dict[str, Any]:
-        """Macros, reward and setup (compile-and-repair and probes happen inside `FastAgent.run`); the kept
-        code also goes to readable files beside ``fast.json``."""
-        result = self.agents.fast.run(task, decomposition, feedback)
+                  feedback: str, notes: dict[str, str] | None = None) -> dict[str, Any]:
+        """Macros, reward and setup (compile-and-repair and probes happen inside `FastAgent.run`; `notes`: the
+        critic's change for the sub-action it named); the kept code also goes to readable files beside
+        ``fast.json``."""
+        result = self.agents.fast.run(task, decomposition, feedback, notes)
         reply = result.reply
         it_dir.mkdir(parents=True, exist_ok=True)
         if reply.macros:

@@ -1,0 +1,141 @@
+"""The fast agent's test-time search and the critic's note, with a scripted model at the LLM boundary (the
+replies a test needs, in order, through the real client, compiler, sandbox and Crafter probes)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crafter_helpers import chop_source, fenced
+
+from rlgpt.agents.critic import Critic, critic_notes
+from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.replies import Decomposition, SubAction
+from rlgpt.config import AgentConfig
+from rlgpt.llm.client import LLMClient
+from rlgpt.llm.types import Completion, Message, SamplingParams
+
+CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
+                 "wood", "a fixed recipe")
+IDLE_CODE = 'def chop_tree(game):\n    for i in range(3):\n        yield "noop"\n'
+IDLE = fenced(IDLE_CODE)
+GOOD = fenced(chop_source("chop_tree"))
+SEARCH = AgentConfig(samples=4, repair_retries=0, probe_repair_retries=2, probe_seeds=(0, 1),
+                     probe_max_steps=64, goal_fallback=False, reward_dry_run_steps=5)
+
+Reply = Callable[[list[Message], dict[str, Any] | None, SamplingParams], str]
+
+
+@dataclass
+class Scripted:
+    """A backend answering with `reply(messages, schema, sampling)`; it records every request and every
+    batch of samples asked for together."""
+
+    reply: Reply
+    delay_s: float = 0.0
+    requests: list[tuple[list[Message], dict[str, Any] | None, SamplingParams]] = field(default_factory=list)
+    batches: list[list[int]] = field(default_factory=list)
+
+    model_id = "scripted"
+
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                 sampling: SamplingParams) -> Completion:
+        self.requests.append((messages, schema, sampling))
+        time.sleep(self.delay_s)
+        return Completion(self.reply(messages, schema, sampling), 10, 10, "stop", self.model_id)
+
+    def complete_many(self, messages: list[Message], samplings: list[SamplingParams]) -> list[Completion]:
+        self.batches.append([s.seed for s in samplings])
+        return [self.complete(messages, None, s) for s in samplings]
+
+
+def test_the_search_stops_at_the_first_candidate_that_reaches_the_goal_in_every_probe_call() -> None:
+    backend = Scripted(lambda messages, schema, s: {1: GOOD}.get(s.seed, IDLE))
+    agent = FastAgent(LLMClient(backend), SEARCH)
+    phases: list[str] = []
+    agent.on_phase = phases.append
+    choice = agent.write_macro("collect_wood", CHOP)
+    # The four samples were decoded together, once; candidate 2 (seed 1) reached the goal in every probe
+    # call, so candidates 3 and 4 were never compiled or probed and no repair round was asked for.
+    assert backend.batches == [[0, 1, 2, 3]] and len(backend.requests) == 4
+    assert [c.seed for c in choice.candidates] == [0, 1] and phases == ["probe", "fast"] * 2
+    assert choice.candidates[0].probe is not None and choice.candidates[0].probe.goal_rate == 0.0
+    assert choice.best is choice.candidates[1] and choice.candidates[1].reached
+    stats = choice.search
+    assert (stats.rounds, stats.sampled, stats.tried, stats.won, stats.stopped) == (1, 4, 2, 1, "goal")
+    assert json.loads(json.dumps(choice.to_dict()))["search"]["won"] == 1
+
+
+def test_a_repair_round_carries_the_failing_line_the_last_actions_and_the_inventory_change() -> None:
+    # Collects a wood, then fails on its last line; the sub-action's goal is stone, so every call fails.
+    crash = chop_source("chop_tree") + "    return start // 0\n"
+    stone = SubAction("chop_tree", "mine a stone", "code", "stone", "")
+    backend = Scripted(lambda messages, schema, s: fenced(crash) if s.seed == 0 else IDLE)
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(0,), probe_max_steps=64,
+        goal_fallback=False))
+    choice = agent.write_macro("collect_stone", stone)
+    assert len(backend.requests) == 2  # the first round and one repair round, one sample each
+    first, repair = choice.candidates
+    assert first.probe is not None and first.probe.calls[0].inventory_diff == {"wood": 1}
+    assert repair.revises == 0 and repair.seed == 1
+    prompt = backend.requests[1][0][-1]["content"]
+    lines = fenced(crash).splitlines()
+    failing = next(i for i, line in enumerate(lines) if "// 0" in line)  # its 1-based line in the code
+    assert f"The failing line ({failing}): return start // 0" in prompt
+    assert "Its last actions: " in prompt and "do@tree" in prompt
+    assert "Its inventory change: wood+1" in prompt and "return start // 0" in first.probe.calls[0].diagnostic
+    assert choice.search.rounds == 2 and choice.search.stopped == "rounds" and choice.search.won is None
+
+
+def test_no_round_starts_once_the_search_budget_is_spent() -> None:
+    backend = Scripted(lambda messages, schema, s: IDLE, delay_s=0.05)
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=2, repair_retries=0, probe_repair_retries=3, probe_seeds=(0,), probe_max_steps=16,
+        goal_fallback=False, search_budget_s=0.01))
+    choice = agent.write_macro("collect_wood", CHOP)
+    assert choice.search.rounds == 1 and choice.search.stopped == "budget" and len(backend.requests) == 2
+    assert choice.search.llm_s >= 0.1
+
+
+def test_the_critics_named_sub_action_and_change_reach_the_next_fast_prompt_for_it() -> None:
+    table = SubAction("place_it", "place a table", "code", "place_table", "")
+    decomposition = Decomposition((CHOP, table))
+    change = "stand next to the tree and yield do until the wood count goes up"
+    verdict = {"target": "fast", "problems": ["chop_tree never faces the tree"], "suggestions": ["face it"],
+               "subaction": "chop_tree", "change": change}
+    critic_backend = Scripted(lambda messages, schema, s: json.dumps(verdict))
+    agent = FastAgent(LLMClient(critic_backend), SEARCH)
+    probe = agent.probe(agent.compile_macro_code("chop_tree", IDLE_CODE), "wood")
+    evaluation = {"success_rate": 0.0, "macro_stats": {"chop_tree": {"calls": 12, "successes": 0}}}
+    feedback, error = Critic(LLMClient(critic_backend)).review_or_fallback(
+        "collect_wood", 1, decomposition, [probe], evaluation, [])
+    assert not error and (feedback.subaction, feedback.change) == ("chop_tree", change)
+    # The critic read the sub-action's probe and training statistics and its last actions.
+    asked, schema, _ = critic_backend.requests[0]
+    assert "- chop_tree: goal wood reached in 0 of 2 probe calls" in asked[-1]["content"]
+    assert "in training: calls 12" in asked[-1]["content"] and "last actions: noop" in asked[-1]["content"]
+    assert schema is not None and schema["properties"]["subaction"]["enum"] == ["chop_tree", "place_it", ""]
+
+    def fast_reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
+        asked = messages[-1]["content"]
+        if schema is not None:
+            return json.dumps({"horizon": 100, "observation": ["view"], "macros": []})
+        if "Write the macro `chop_tree(game)`" in asked:
+            return GOOD
+        if "Write the macro `place_it(game)`" in asked:
+            return IDLE.replace("chop_tree", "place_it")
+        return "```python\ndef reward(game, prev):\n    return 0.0\n```"
+
+    fast_backend = Scripted(fast_reply)
+    agent = FastAgent(LLMClient(fast_backend), SEARCH)
+    result = agent.run("collect_wood", decomposition, "none", critic_notes(feedback.to_dict()))
+    asked = [m[-1]["content"] for m, schema, _ in fast_backend.requests if schema is None]
+    chop = [p for p in asked if "Write the macro `chop_tree(game)`" in p]
+    place = [p for p in asked if "Write the macro `place_it(game)`" in p]
+    assert chop and all(f"The critic on `chop_tree`: {change}" in p for p in chop)
+    assert place and all(change not in p for p in place)
+    assert result.to_dict()["notes"] == {"chop_tree": change}
