@@ -16,6 +16,7 @@ from typing import Any
 
 from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 from sample_factory.utils.typing import Config
+from sample_factory.utils.utils import str2bool
 
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig
 from rlgpt.envs.tasks import TaskSpec
@@ -100,6 +101,16 @@ def rlgpt_flags(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend: str = "gy
         "rlgpt_episode_length": cfg.env.episode_length or TaskSpec.from_name(cfg.task).episode_length,
         "rlgpt_hidden_size": cfg.ppo.hidden_size,
         "rlgpt_encoder_precision": encoder_precision(cfg.ppo.encoder_precision),
+        # The torso and the learner (`rlgpt.rl.model`, `rlgpt.rl.ad`); runs recorded before them lack the
+        # flags and read the defaults (``small``, ``ppo``).
+        "rlgpt_encoder": cfg.ppo.encoder,
+        "rlgpt_algo": cfg.ppo.algo,
+        "rlgpt_ad_aux_every": cfg.ppo.ad_aux_every,
+        "rlgpt_ad_aux_epochs": cfg.ppo.ad_aux_epochs,
+        "rlgpt_ad_pi_dist_coef": cfg.ppo.ad_pi_dist_coef,
+        "rlgpt_ad_vf_dist_coef": cfg.ppo.ad_vf_dist_coef,
+        "rlgpt_ad_temperature": cfg.ppo.ad_temperature,
+        "rlgpt_ad_match": cfg.ppo.ad_match,
         # Macro sources travel in the config; each env worker compiles them (no code objects pickled).
         "rlgpt_macros": sources_to_json(load_macro_file(cfg.macros.file)) if cfg.macros.file else "",
         "rlgpt_macro_max_steps": cfg.macros.max_steps,
@@ -137,7 +148,8 @@ def sf_flags(cfg: TrainConfig, run_dir: Path, env_name: str, backend: str) -> di
         "batched_sampling": batched,
         "async_rl": p.async_rl,
         "serial_mode": False,
-        "use_rnn": False,
+        "use_rnn": p.use_rnn,
+        "rnn_size": p.hidden_size,
         # Observations are scaled inside the policy (ids are embedded, counts log1p'd).
         "normalize_input": False,
         "normalize_returns": True,
@@ -205,4 +217,6 @@ def add_rlgpt_args(parser: argparse.ArgumentParser) -> None:
     """Register the ``rlgpt_*`` flags with Sample Factory's parser (saved in the run's config.json); their
     types and defaults are those of :func:`rlgpt_flags` for a default TrainConfig."""
     for name, default in rlgpt_flags(TrainConfig()).items():
-        parser.add_argument(f"--{name}", default=default, type=type(default))
+        # A bool flag parses "False" as false (bool("False") is True).
+        kind = str2bool if isinstance(default, bool) else type(default)
+        parser.add_argument(f"--{name}", default=default, type=kind)
