@@ -57,21 +57,23 @@ class LearnerRun:
         return self.steps / self.train_s
 
 
-def train_command(learner: str, run_dir: Path, steps: int, seed: int, quick: bool) -> list[str]:
+def train_command(learner: str, run_dir: Path, steps: int, seed: int, quick: bool,
+                  extra: tuple[str, ...] = ()) -> list[str]:
     config, overrides = LEARNERS[learner]
-    sets = [*overrides, *(QUICK_OVERRIDES if quick else ()), "eval_episodes=0"]
+    sets = [*overrides, *(QUICK_OVERRIDES if quick else ()), "eval_episodes=0", *extra]
     return [sys.executable, "-m", "rlgpt.cli", "train", "--config", str(builtin_config_path(config)),
             "--task", BENCHMARK_TASK, "--steps", str(steps), "--seed", str(seed), "--run-dir", str(run_dir),
             *(arg for s in sets for arg in ("--set", s))]
 
 
 def run_learner(learner: str, steps: int, episodes: int, seed: int, out: Path,
-                quick: bool = False) -> LearnerRun:
-    """Train `learner` for `steps` and evaluate it on `episodes` test-seed episodes."""
+                quick: bool = False, extra: tuple[str, ...] = ()) -> LearnerRun:
+    """Train `learner` for `steps` (`extra`: more ``--set`` overrides) and evaluate it on `episodes`
+    test-seed episodes."""
     from rlgpt.rl.evaluate import evaluate
 
     run_dir = out / f"{learner}-seed{seed}"
-    cmd = train_command(learner, run_dir, steps, seed, quick)
+    cmd = train_command(learner, run_dir, steps, seed, quick, extra)
     start = time.monotonic()
     subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     train_s = time.monotonic() - start
@@ -81,11 +83,11 @@ def run_learner(learner: str, steps: int, episodes: int, seed: int, out: Path,
 
 
 def run_all(steps: int, episodes: int, seed: int, out: Path, quick: bool = False,
-            learners: tuple[str, ...] = tuple(LEARNERS)) -> list[LearnerRun]:
+            learners: tuple[str, ...] = tuple(LEARNERS), extra: tuple[str, ...] = ()) -> list[LearnerRun]:
     out.mkdir(parents=True, exist_ok=True)
     runs = []
     for learner in learners:
-        runs.append(run_learner(learner, steps, episodes, seed, out, quick))
+        runs.append(run_learner(learner, steps, episodes, seed, out, quick, extra))
         (out / "learners.json").write_text(json.dumps([asdict(r) | {"steps_per_s": r.steps_per_s}
                                                        for r in runs], indent=1))
     return runs
@@ -109,12 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learners", default=",".join(LEARNERS),
                         help=f"comma-separated of {', '.join(LEARNERS)}")
     parser.add_argument("--quick", action="store_true", help="small batches for tiny budgets (tests, CI)")
+    parser.add_argument("--set", action="append", default=[], help="an override for every learner's config")
     args = parser.parse_args(argv)
     learners = tuple(args.learners.split(","))
     unknown = [n for n in learners if n not in LEARNERS]
     if unknown:
         parser.error(f"unknown learner(s) {unknown}; choose from {', '.join(LEARNERS)}")
-    print(markdown(run_all(args.steps, args.episodes, args.seed, args.out, args.quick, learners)))
+    print(markdown(run_all(args.steps, args.episodes, args.seed, args.out, args.quick, learners,
+                           tuple(args.set))))
     return 0
 
 
