@@ -101,3 +101,41 @@ def test_a_short_ad_training_runs_its_auxiliary_phase_and_resumes(tmp_path):
     phases = resumed["env_steps"] // 256  # counted on from the first session's checkpoint, not anew
     counts = resumed["ad"]["ppo_phases"], resumed["ad"]["aux_phases"]
     assert phases >= 12 and counts == (phases, phases // 2)
+
+
+def test_the_auxiliary_phase_trains_on_a_fixed_batch():
+    """`AuxiliaryPhase` on two stored batches of a real policy: every `ad_aux_every`-th PPO phase it runs both
+    losses (matching needs two trajectories with achievements), steps the heads and the torso, and leaves
+    the policy close to where it was (the distillation terms)."""
+    from types import SimpleNamespace
+
+    from test_encoders import build
+
+    model, sf_cfg = build("ppo.algo=ad", "ppo.hidden_size=32")
+    cfg = SimpleNamespace(rlgpt_ad_aux_every=2, rlgpt_ad_aux_epochs=2, rlgpt_ad_pi_dist_coef=1.0,
+                          rlgpt_ad_vf_dist_coef=1.0, rlgpt_ad_temperature=0.1, rlgpt_ad_match=True,
+                          max_grad_norm=0.5, learning_rate=3e-4, seed=0)
+    phase = ad.AuxiliaryPhase(model, cfg)
+    envs, steps = 2, 8
+    gen = torch.Generator().manual_seed(0)
+    rewards = torch.zeros(envs, steps)
+    rewards[:, 2] = rewards[:, 5] = 1.0  # two achievements in each env's slice
+    dones = torch.zeros(envs, steps)
+    buff = {"normalized_obs": {"view": torch.randint(0, 19, (envs * steps, 7, 9), generator=gen),
+                               "vector": torch.rand(envs * steps, 22, generator=gen)},
+            "rnn_states": torch.zeros(envs * steps, 32), "actions": torch.randint(0, 17, (envs * steps,)),
+            "returns": torch.randn(envs * steps, generator=gen), "rewards_cpu": rewards.flatten(),
+            "dones_cpu": dones.flatten()}
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    phase.store(buff, steps)
+    assert phase.after_ppo_phase() is None  # the first of two PPO phases
+    phase.store(buff, steps)
+    stats = phase.after_ppo_phase()
+    assert stats is not None and stats["ad/aux_phases"] == 1 and stats["ad/segments_with_goals"] == 4
+    assert {"ad/match_loss", "ad/pred_loss", "ad/pi_dist", "ad/vf_dist"} <= set(stats)
+    assert all(math.isfinite(v) for v in stats.values())
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert any(n.startswith("ad_heads.predictor") for n in changed)
+    assert any(n.startswith("encoder.") for n in changed)
+    assert stats["ad/pi_dist"] < 0.1  # distilled: the policy moved little
+    assert phase.state_dict()["ppo_phases"] == 2

@@ -34,6 +34,7 @@ Where this port differs, and why:
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -347,6 +348,7 @@ class AuxiliaryPhase:
 
     def run(self) -> dict[str, float]:
         """One auxiliary phase over the stored batches; the mean losses (``ad/*`` summaries)."""
+        start = time.monotonic()
         self._gather()
         was_training = self.model.training
         self.model.train()
@@ -360,7 +362,7 @@ class AuxiliaryPhase:
         self.model.zero_grad(set_to_none=True)
         self.aux_phases += 1
         updates = sums.get("match_updates", 0) + sums.get("pred_updates", 0)
-        stats = {"ad/aux_phases": float(self.aux_phases),
+        stats = {"ad/aux_phases": float(self.aux_phases), "ad/phase_seconds": time.monotonic() - start,
                  "ad/segments_with_goals": float(len(self.with_goals)),
                  "ad/updates": float(updates)}
         for key, count in (("match_loss", "match_updates"), ("pred_loss", "pred_updates")):
