@@ -115,7 +115,8 @@ def test_the_auxiliary_phase_trains_on_a_fixed_batch():
     cfg = SimpleNamespace(rlgpt_ad_aux_every=2, rlgpt_ad_aux_epochs=2, rlgpt_ad_pi_dist_coef=1.0,
                           rlgpt_ad_vf_dist_coef=1.0, rlgpt_ad_temperature=0.1, rlgpt_ad_match=True,
                           max_grad_norm=0.5, learning_rate=3e-4, seed=0)
-    phase = ad.AuxiliaryPhase(model, cfg)
+    beats = []
+    phase = ad.AuxiliaryPhase(model, cfg, heartbeat=lambda: beats.append(1), heartbeat_every_s=0.0)
     envs, steps = 2, 8
     gen = torch.Generator().manual_seed(0)
     rewards = torch.zeros(envs, steps)
@@ -139,3 +140,4 @@ def test_the_auxiliary_phase_trains_on_a_fixed_batch():
     assert any(n.startswith("encoder.") for n in changed)
     assert stats["ad/pi_dist"] < 0.1  # distilled: the policy moved little
     assert phase.state_dict()["ppo_phases"] == 2
+    assert len(beats) == stats["ad/updates"]  # Sample Factory hears from the learner during the phase

@@ -34,15 +34,19 @@ Where this port differs, and why:
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sample_factory.algo.learning.learner_worker import LearnerWorker
 from sample_factory.algo.utils.misc import TRAIN_STATS
+from sample_factory.utils.utils import log
 from torch import Tensor, nn
 
 from rlgpt.rl.learner import SMDPLearner
@@ -181,8 +185,15 @@ def next_goals(segment: Segment) -> tuple[Tensor, Tensor, Tensor]:
 class AuxiliaryPhase:
     """Stores the last `aux_every` training batches and runs AD's auxiliary phase over them."""
 
-    def __init__(self, model: nn.Module, cfg: Any, device: torch.device | str = "cpu"):
+    def __init__(self, model: nn.Module, cfg: Any, device: torch.device | str = "cpu",
+                 heartbeat: Callable[[], None] | None = None, heartbeat_every_s: float = 10.0):
         self.model = model
+        self.heartbeat = heartbeat
+        """Called at most every `heartbeat_every_s` during a phase: Sample Factory stops a training whose
+        learner sends no heartbeat for ``heartbeat_reporting_interval`` seconds, and a phase blocks the
+        learner's event loop (measured: a phase of the preset on the loaded 2-core box ran > 10 min)."""
+        self.heartbeat_every_s = heartbeat_every_s
+        self._last_beat = time.monotonic()
         self.device = torch.device(device)
         self.aux_every = int(cfg.rlgpt_ad_aux_every)
         self.epochs = int(cfg.rlgpt_ad_aux_epochs)
@@ -277,6 +288,9 @@ class AuxiliaryPhase:
         return latents, pi, vf
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: Tensor) -> None:
+        if self.heartbeat is not None and time.monotonic() - self._last_beat >= self.heartbeat_every_s:
+            self.heartbeat()
+            self._last_beat = time.monotonic()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
@@ -396,8 +410,14 @@ class ADLearner(SMDPLearner):
         self._aux_resume: dict[str, Any] | None = None
 
     def init(self):
+        # Sample Factory 2.1.1's LearnerWorker.init calls this; its heartbeat must go on during a phase.
+        worker = sys._getframe(1).f_locals.get("self")
+        heartbeat = worker._report_heartbeat if isinstance(worker, LearnerWorker) else None
+        if heartbeat is None:
+            log.warning("ADLearner: no LearnerWorker called init; no heartbeats during auxiliary phases")
         result = super().init()  # builds the model and loads a checkpoint (`_load_state`)
-        self.aux = AuxiliaryPhase(self.actor_critic, self.cfg, self.device)
+        self.aux = AuxiliaryPhase(self.actor_critic, self.cfg, self.device, heartbeat,
+                                  heartbeat_every_s=float(self.cfg.heartbeat_interval))
         if self._aux_resume is not None:
             self.aux.load_state_dict(self._aux_resume)
         return result
