@@ -88,6 +88,8 @@ def test_a_short_ad_training_runs_its_auxiliary_phase_and_resumes(tmp_path):
     assert phases >= 8 and (state["ad"]["ppo_phases"], state["ad"]["aux_phases"]) == (phases, phases // 2)
     assert set(state["ad"]["pred_optimizer"]["state"]), "the prediction loss never stepped its optimizer"
     assert any(k.startswith("ad_heads.") for k in state["model"])
+    # The learner found its LearnerWorker, whose heartbeat it keeps going during a phase.
+    assert "no heartbeats during auxiliary phases" not in (run_dir / "sf_log.txt").read_text()
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
