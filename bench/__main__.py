@@ -81,8 +81,8 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        """Candidate / baseline."""
-        return self.value / self.baseline_value
+        """Candidate / baseline; NaN for a baseline of 0 (a Crafter score of a policy that unlocked nothing)."""
+        return self.value / self.baseline_value if self.baseline_value else float("nan")
 
 
 def machine() -> str:
