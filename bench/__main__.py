@@ -81,7 +81,8 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        """Candidate / baseline; NaN for a baseline of 0 (a Crafter score of a policy that unlocked nothing)."""
+        """Candidate / baseline; NaN for a baseline of 0 (the Crafter score of a policy that unlocked
+        nothing)."""
         return self.value / self.baseline_value if self.baseline_value else float("nan")
 
 
