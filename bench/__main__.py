@@ -18,7 +18,9 @@ the batch backend, over a whole training: 300k steps, 10k quick; the full run ad
 per-env backend, the only one that ran macros before; `bench.training`),
 ``llm`` (embedded LLM tokens/s), ``envpool`` (Sample Factory training vs raw stepping on envpool),
 ``iteration`` (one live RL-GPT loop iteration with its critic, wall time by phase, the model's prompt states
-warm and after `rlgpt warm` vs cold; `bench.iteration`); `FULL_ONLY` sections run under ``--quick`` only
+warm and after `rlgpt warm` vs cold; `bench.iteration`), ``learners`` (Crafter score and env steps/s of
+the small-encoder PPO, the ResNet PPO recipe and Achievement Distillation at one budget;
+`bench.learners`); `FULL_ONLY` sections run under ``--quick`` only
 when ``--only`` names them. Every row names the machine it ran on.
 Timings are printed, never asserted; on a loaded machine only the same-run ratios mean something.
 ``--sample-efficiency`` is a separate, longer comparison: the trainers over several seeds until rolling
@@ -49,6 +51,7 @@ from bench import (
     envpool_throughput,
     iteration,
     kernels,
+    learners,
     llm_throughput,
     macro_overhead,
     training,
@@ -78,8 +81,9 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        """Candidate / baseline."""
-        return self.value / self.baseline_value
+        """Candidate / baseline; NaN for a baseline of 0 (the Crafter score of a policy that unlocked
+        nothing)."""
+        return self.value / self.baseline_value if self.baseline_value else float("nan")
 
 
 def machine() -> str:
@@ -263,6 +267,25 @@ def iteration_rows(quick: bool) -> list[Row]:
                 "cold prompt states", 3600 / warmed.wall_s, 3600 / cold.wall_s, "iterations/h")]
 
 
+def learner_rows(quick: bool) -> list[Row]:
+    # The learners on the Crafter benchmark: Crafter score and whole-run env steps/s at one step budget
+    # (`bench.learners`; --quick: smoke-sized batches, seconds of training, 2 evaluation episodes).
+    steps, episodes = (2_048, 2) if quick else (100_000, 20)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {r.learner: r for r in learners.run_all(steps, episodes, 0, Path(tmp), quick)}
+    print(learners.markdown(list(runs.values())))
+    base = runs[learners.BASELINE]
+    rows = []
+    for name, run in runs.items():
+        if name == learners.BASELINE:
+            continue
+        rows += [Row(f"Crafter score at {run.steps:,} steps ({run.train_s:.0f} s vs {base.train_s:.0f} s)",
+                     name, base.learner, run.crafter_score, base.crafter_score, "Crafter score"),
+                 Row("Crafter training, whole run", name, base.learner, run.steps_per_s, base.steps_per_s,
+                     "env steps/s")]
+    return rows
+
+
 SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "env": env_rows,
     "engine": engine_rows,
@@ -273,12 +296,14 @@ SECTIONS: dict[str, Callable[[bool], list[Row]]] = {
     "llm": llm_rows,
     "envpool": envpool_rows,
     "iteration": iteration_rows,
+    "learners": learner_rows,
 }
 """Section name (``--only``) -> function returning its rows (``quick`` picks the tiny budgets)."""
-FULL_ONLY = ("envpool", "iteration")
+FULL_ONLY = ("envpool", "iteration", "learners")
 """Sections ``--quick`` leaves out unless ``--only`` names them (envpool: Sample Factory's start-up alone
 would take much of the quick run's time, and ``tests/envs`` run Sample Factory on envpool anyway;
-iteration: two live loop runs take minutes even on the smoke config)."""
+iteration: two live loop runs take minutes even on the smoke config; learners: three trainings, the
+ResNet ones ~20x slower per step than the small encoder on a CPU)."""
 
 
 def _num(x: float) -> str:

@@ -28,6 +28,10 @@ LEARNER_CORES = ("auto", "own", "shared")
 """Accepted values of `TrainConfig.learner_core`."""
 ENCODER_PRECISIONS = ("auto", "fp32", "bf16")
 """Accepted values of `PPOConfig.encoder_precision`."""
+ENCODERS = ("small", "resnet")
+"""Accepted values of `PPOConfig.encoder`."""
+ALGOS = ("ppo", "ad")
+"""Accepted values of `PPOConfig.algo`."""
 
 
 @dataclass
@@ -104,6 +108,30 @@ class PPOConfig:
     """Asynchronous sampling and learning (APPO); ``False`` alternates them."""
     max_policy_lag: int = 50
     """Drop experience older than this many policy versions."""
+    encoder: str = "small"
+    """The policy's torso (`rlgpt.rl.model`): ``small`` (embedding + 2 convs + MLP, tuned for throughput on
+    this 2-core box; the kernels of `rlgpt.kernels` serve it) or ``resnet`` (the IMPALA/PPO-ResNet network
+    of the Crafter papers: residual conv stacks of 64, 128, 128 channels with layer-normed dense layers, on
+    the embedded semantic view or on the pixels, the inventory through an MLP; `hidden_size` 1024 in the
+    papers). ``resnet`` costs ~10x the compute per step (bench/results/t29.md)."""
+    use_rnn: bool = False
+    """A recurrent core (Sample Factory's GRU of ``hidden_size`` units) between the torso and the heads."""
+    algo: str = "ppo"
+    """Learner: ``ppo`` (Sample Factory's APPO) or ``ad``: PPO plus Achievement Distillation's auxiliary phase
+    every `ad_aux_every` training batches (Moon et al. 2023, `rlgpt.rl.ad`)."""
+    ad_aux_every: int = 8
+    """AD: training batches (PPO phases) between two auxiliary phases; the reference's ``aux_freq``."""
+    ad_aux_epochs: int = 6
+    """AD: passes of one auxiliary phase over the stored batches; the reference's ``aux_nepoch``."""
+    ad_pi_dist_coef: float = 1.0
+    """AD: weight of the policy distillation loss KL(pi || pi_before) in the auxiliary phase."""
+    ad_vf_dist_coef: float = 1.0
+    """AD: weight of the value distillation loss (value vs the stored returns) in the auxiliary phase."""
+    ad_temperature: float = 0.1
+    """AD: temperature of the contrastive (achievement prediction and matching) cross-entropies."""
+    ad_match: bool = True
+    """AD: run the in-context achievement matching loss (partial optimal transport between the achievement
+    sequences of two trajectories) beside the achievement prediction loss."""
 
 
 @dataclass
@@ -345,6 +373,11 @@ def validate(cfg: TrainConfig) -> TrainConfig:
             cfg.ppo.encoder_precision in ENCODER_PRECISIONS,
             f"ppo.encoder_precision must be one of {', '.join(ENCODER_PRECISIONS)}",
         ),
+        (cfg.ppo.encoder in ENCODERS, f"ppo.encoder must be one of {', '.join(ENCODERS)}"),
+        (cfg.ppo.algo in ALGOS, f"ppo.algo must be one of {', '.join(ALGOS)}"),
+        (cfg.ppo.ad_aux_every >= 1, "ppo.ad_aux_every must be >= 1"),
+        (cfg.ppo.ad_aux_epochs >= 1, "ppo.ad_aux_epochs must be >= 1"),
+        (cfg.ppo.ad_temperature > 0, "ppo.ad_temperature must be > 0"),
         (cfg.macros.max_steps >= 1, "macros.max_steps must be >= 1"),
         (cfg.macros.memory_limit_mb >= 0, "macros.memory_limit_mb must be >= 0 (0 disables it)"),
         (cfg.macros.contain_cpu_seconds >= 0, "macros.contain_cpu_seconds must be >= 0 (0 disables it)"),

@@ -114,7 +114,8 @@ def sf_flags(cfg: TrainConfig, run_dir: Path, env_name: str, backend: str) -> di
         "batched_sampling": batched,
         "async_rl": p.async_rl,
         "serial_mode": False,
-        "use_rnn": False,
+        "use_rnn": p.use_rnn,
+        "rnn_size": p.hidden_size,
         # Observations are scaled inside the policy (ids are embedded, counts log1p'd).
         "normalize_input": False,
         "normalize_returns": True,

@@ -19,6 +19,7 @@ from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig, to_dict
 from rlgpt.env_registry import get_env
 from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl import sf_private
+from rlgpt.rl.ad import learner_class
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.learner import DECISIONS_KEY
 from rlgpt.rl.model import register_model
@@ -170,7 +171,7 @@ def train(
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     placement = contextlib.ExitStack()
     try:
-        smdp_learner.install()
+        smdp_learner.install(learner_class(sf_cfg))
         placement.enter_context(_cores_without_the_learners(sf_cfg))
         sf_cfg, runner = make_runner(sf_cfg)
         runner.register_observer(observer)
