@@ -28,6 +28,16 @@ class AccountedClient:
     def exact_tokens(self) -> bool:
         return self.inner.exact_tokens
 
+    @property
+    def usage(self) -> dict[str, Any]:
+        """The inner client's per-role usage (`rlgpt.llm.client.RoleUsage`: calls, tokens, latency)."""
+        return self.inner.usage
+
+    @property
+    def in_flight(self) -> str | None:
+        """The role of the request the model is answering now (None between requests)."""
+        return self.inner.in_flight
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
@@ -39,6 +49,9 @@ class AccountedClient:
 
     def chat(self, role: str, messages: list, **kwargs: Any):
         return self.inner.chat(role, messages, **kwargs)
+
+    def chat_many(self, role: str, messages: list, samplings: list, **kwargs: Any):
+        return self.inner.chat_many(role, messages, samplings, **kwargs)
 
     def structured(self, role: str, messages: list, schema: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         before = self._answers()

@@ -123,8 +123,11 @@ class SearchStats:
     """Index of the model's candidate that reached the goal in every probe call (None: none did)."""
     stopped: str = ""
     """Why it ended: ``goal`` (a candidate won), ``fallback`` (the trusted goal macro reached the goal),
-    ``budget`` (`AgentConfig.search_budget_s` spent), ``rounds`` (every round ran) or ``no_goal`` (a
-    sub-action without a goal: one round, the best probe kept)."""
+    ``budget`` (`AgentConfig.search_budget_s` spent), ``rounds`` (every round ran), ``no_goal`` (a
+    sub-action without a goal: one round, the best probe kept) or ``llm_error`` (the model could not be
+    asked: `error`)."""
+    error: str = ""
+    """The LLM fault that ended the search (``llm_error``), else ""."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -544,7 +547,13 @@ class FastAgent:
                 stats.stopped = "budget"
                 break
             seeds = [cfg.seed + stats.sampled + k for k in range(cfg.samples)]
-            replies = self.client.chat_many(ROLE, messages, [self._sampling(s - cfg.seed) for s in seeds])
+            try:
+                replies = self.client.chat_many(ROLE, messages, [self._sampling(s - cfg.seed) for s in seeds])
+            except Exception as exc:  # a dead or timed-out server: the candidates so far are what there is
+                if not degradable(exc):
+                    raise
+                stats.stopped, stats.error = "llm_error", str(exc)
+                break
             stats.rounds += 1
             stats.sampled += len(replies)
             for seed, reply in zip(seeds, replies, strict=True):
@@ -562,6 +571,8 @@ class FastAgent:
                     break
             if stats.stopped in ("goal", "fallback"):
                 break
+        if stats.stopped == "llm_error":  # the model's candidates so far, or none: the goal macro may help
+            self._offer_fallback(choice, setup)
         stats.llm_s = round(spent(), 3)
         return choice
 
