@@ -30,7 +30,8 @@ def _critic_messages() -> list[dict[str, str]]:
                           eval_report="collect_wood success 0.97; macro chop used 40%, failed 2%",
                           diagnostics="none", env_rules="Crafter: a 2D survival game with 17 actions.",
                           macro_api="(not needed)", decomposition="chop: collect wood (code)",
-                          probes="chop: goal reached 3 of 3")
+                          probes="chop: goal reached 3 of 3",
+                          subactions="chop (code, goal collect_wood): probes reached the goal in 3 of 3 calls")
 
 
 def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend, tmp_path: Path) -> None:
