@@ -31,7 +31,7 @@ def _critic_messages() -> list[dict[str, str]]:
                           diagnostics="none", env_rules="Crafter: a 2D survival game with 17 actions.",
                           macro_api="(not needed)", decomposition="chop: collect wood (code)",
                           probes="chop: goal reached 3 of 3",
-                          subactions="chop (code, goal collect_wood): probes reached the goal in 3 of 3 calls")
+                          subactions="chop (code, goal collect_wood): goal reached in 3 of 3 probe calls")
 
 
 def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from loop_helpers import (
 )
 
 from rlgpt import layout, rundir
-from rlgpt.agents.critic import Critic
+from rlgpt.agents.critic import Critic, critic_schema
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
@@ -68,6 +68,10 @@ def replay_client(cfg) -> LLMClient:
     return build_client(cfg.llm)
 
 
+DONE = {"target": "done", "subaction": "", "change": "", "problems": [], "suggestions": []}
+"""The critic's "done" reply (its schema names no sub-action here: `critic_schema`)."""
+
+
 def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
     cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=2", f"task={TASK}")
     client = replay_client(cfg)
@@ -85,8 +89,8 @@ def test_critic_targets_slow_then_done(tmp_path: Path) -> None:
            role_schema("slow"))
     prefill_iteration(run_dir / "iter_001", 0.5)
     critic_messages = critic.messages(TASK, 2, SECOND, [], evaluation(0.5)["report"], [])
-    record(cfg, critic_messages, {"target": "done", "problems": [], "suggestions": []}, json_sampling(cfg),
-           role_schema("critic"))
+    record(cfg, critic_messages, DONE, json_sampling(cfg),
+           critic_schema(SECOND))
 
     summary = run(cfg)
 
@@ -128,11 +132,11 @@ def test_a_failed_training_counts_its_steps_and_is_never_the_best(tmp_path: Path
               "wall_time_s": 3.0, "success_rate": 0.0, "report": None, "run_dir": "x", "attempts": 3}
     write_step(run_dir / "iter_000" / layout.TRAINING_JSON, failed)
     record(cfg, critic.messages(TASK, 1, FIRST, [], None, [f"training failed: {failed['error']}"]),
-           {"target": "fast", "problems": ["training died"], "suggestions": ["retry"]}, json_sampling(cfg),
-           role_schema("critic"))
+           {**DONE, "target": "fast", "problems": ["training died"], "suggestions": ["retry"]},
+           json_sampling(cfg), critic_schema(FIRST))
     prefill_iteration(run_dir / "iter_001", 0.0)  # finished, and no better than the failed one's 0
     record(cfg, critic.messages(TASK, 2, FIRST, [], evaluation(0.0)["report"], []),
-           {"target": "done", "problems": [], "suggestions": []}, json_sampling(cfg), role_schema("critic"))
+           DONE, json_sampling(cfg), critic_schema(FIRST))
 
     summary = run(cfg)
 
@@ -150,9 +154,10 @@ def test_critic_targets_fast_and_the_threshold_ends_without_asking(tmp_path: Pat
     write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
                                                     "decomposition": FIRST.to_dict()})
     prefill_iteration(run_dir / "iter_000", 0.25)
-    fast_feedback = {"target": "fast", "problems": ["no reward"], "suggestions": ["reward wood"]}
+    fast_feedback = {"target": "fast", "subaction": "", "change": "", "problems": ["no reward"],
+                     "suggestions": ["reward wood"]}
     record(cfg, critic.messages(TASK, 1, FIRST, [], evaluation(0.25)["report"], []), fast_feedback,
-           json_sampling(cfg), role_schema("critic"))
+           json_sampling(cfg), critic_schema(FIRST))
     prefill_iteration(run_dir / "iter_001", 0.75)
 
     summary = run(cfg)
@@ -209,9 +214,10 @@ def test_raw_control_characters_inside_json_strings_are_accepted(tmp_path: Path)
     cfg = smoke_config(tmp_path / "run", f"task={TASK}")
     critic = Critic(replay_client(cfg), cfg.agents)
     report = evaluation(0.0)["report"]
-    text = '{"target": "fast", "problems": ["line one\nline\ttwo"], "suggestions": ["```python\nx = 1\n```"]}'
+    text = ('{"target": "fast", "subaction": "", "change": "", "problems": ["line one\nline\ttwo"], '
+            '"suggestions": ["```python\nx = 1\n```"]}')
     messages = critic.messages(TASK, 1, FIRST, [], report, [])
-    record(cfg, messages, text, json_sampling(cfg), role_schema("critic"))
+    record(cfg, messages, text, json_sampling(cfg), critic_schema(FIRST))
     feedback = critic.review(TASK, 1, FIRST, [], report, [])
     assert feedback.target == "fast" and feedback.problems == ("line one\nline\ttwo",)
     assert feedback.suggestions == ("```python\nx = 1\n```",)

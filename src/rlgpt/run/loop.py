@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ from rlgpt.agents.slow import SlowAgent
 from rlgpt.config import ConfigError, RunConfig, candidate_seed
 from rlgpt.envs.crafter import GameState
 from rlgpt.envs.tasks import TaskSpec
+from rlgpt.llm.errors import ContextOverflowError
+from rlgpt.llm.types import Message
 from rlgpt.macro.code_skills import code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
@@ -122,6 +124,16 @@ def run_fallbacks(records: list[dict[str, Any]]) -> dict[str, list[str]]:
                     out[role].append(name)
     return out
 
+
+
+def recorded_prompt(messages: Callable[..., list[Message]], *args: Any) -> list[Message] | str:
+    """A role's prompt for its step file, fitted as it was sent; a prompt that cannot fit the context (the
+    role fell back without asking: `rlgpt.llm.errors.ContextOverflowError`) is recorded as that error, so
+    recording never ends a run the role's fallback carried on."""
+    try:
+        return messages(*args)
+    except ContextOverflowError as exc:
+        return f"not sent: {exc}"
 
 class Loop:
     """One task's RL-GPT loop in one run directory."""
@@ -247,7 +259,7 @@ class Loop:
         # the prompt-knowledge ablation to RL on the task (`SlowAgent.decompose_or_fallback`).
         result = self.agents.slow.decompose_or_fallback(task, feedback)
         record = {"new": True, "feedback": feedback, "decomposition": result.decomposition.to_dict(),
-                  "prompt": self.agents.slow.messages(task, feedback)}
+                  "prompt": recorded_prompt(self.agents.slow.messages, task, feedback)}
         if result.repairs:
             record["goal_repairs"] = result.repairs
         if result.cuts:
@@ -342,7 +354,8 @@ class Loop:
         args = (task, index + 1, decomposition, probes, evaluation["report"], diagnostics)
         # A reply that never validates is a "fast" decision carrying the error (the run goes on).
         feedback, error = self.agents.critic.review_or_fallback(*args)
-        record = {"by": "critic", **feedback.to_dict(), "prompt": self.agents.critic.messages(*args)}
+        record = {"by": "critic", **feedback.to_dict(),
+                  "prompt": recorded_prompt(self.agents.critic.messages, *args)}
         if error:
             record.update(fallback="fast", error=error)
         return record
