@@ -125,6 +125,10 @@ def compile_macro(source: MacroSource | str, limits: MacroLimits | None = None, 
     limits = limits or MacroLimits()
     if not isinstance(source, MacroSource):
         source = MacroSource.from_code(source, limits=limits)
+    try:
+        hash((source, limits, api))
+    except TypeError:  # a source whose fields are not text (hostile input): compiled uncached, rejected
+        return _compiled.__wrapped__(source, limits, api)
     return _compiled(source, limits, api)
 
 
