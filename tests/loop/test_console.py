@@ -4,6 +4,7 @@ to the run's log files), elapsed time and tokens while a phase runs, and wall ti
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from loop_helpers import SMOKE, cli
 
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
+from rlgpt.rl.worker_boot import SF_CONSOLE_LEVEL_ENV
 from rlgpt.tracking import LoopProgress
 
 SF_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[\d+\]")
@@ -21,7 +23,11 @@ SF_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[\d+\]")
 
 
 @pytest.mark.slow
-def test_a_run_prints_no_third_party_log_line_and_ends_with_wall_time_by_phase(tmp_path: Path) -> None:
+def test_a_run_prints_no_third_party_log_line_and_ends_with_wall_time_by_phase(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default console, whatever level an earlier in-process training of this test session left for
+    # its children in the environment.
+    monkeypatch.delenv(SF_CONSOLE_LEVEL_ENV, raising=False)
     run_dir = tmp_path / "run"
     proc = cli("run", "--config", SMOKE, "--run-dir", str(run_dir), "--mode", "ppo", "--steps", "1024")
     assert proc.returncode == 0, proc.stderr
@@ -83,3 +89,20 @@ def test_an_llm_phase_shows_elapsed_seconds_and_tokens_while_it_runs(tmp_path: P
     assert stream.getvalue().splitlines()[-1].startswith("rlgpt run: wall time ")
     assert [line.split('"phase": ')[1][:7] for line in (tmp_path / "phases.jsonl").read_text().splitlines()] \
         == ['"slow",', '"train"']
+
+
+def test_a_verbose_training_leaves_the_next_one_in_the_process_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The level travels to a training's children in the environment; a verbose training before a quiet
+    one in the same process (a notebook, the test session) must not make the quiet one verbose."""
+    from rlgpt.rl import worker_boot
+
+    monkeypatch.setattr(worker_boot, "_USER_CONSOLE_LEVEL", None)
+    monkeypatch.setenv(SF_CONSOLE_LEVEL_ENV, "")
+    monkeypatch.setenv(worker_boot.TRAINER_PID_ENV, "")
+    worker_boot.boot_trainer(verbose=True)
+    assert os.environ[SF_CONSOLE_LEVEL_ENV] == "DEBUG"
+    worker_boot.boot_trainer(verbose=False)
+    assert os.environ[SF_CONSOLE_LEVEL_ENV] == worker_boot.QUIET_LEVEL
+    monkeypatch.setattr(worker_boot, "_USER_CONSOLE_LEVEL", "WARNING")  # the user's own choice holds
+    worker_boot.boot_trainer(verbose=False)
+    assert os.environ[SF_CONSOLE_LEVEL_ENV] == "WARNING"

@@ -97,10 +97,15 @@ def _drop_handlers(log: logging.Logger, kind: type[logging.Handler]) -> None:
         handler.close()
 
 
+_USER_CONSOLE_LEVEL = os.environ.get(SF_CONSOLE_LEVEL_ENV)
+"""``RLGPT_SF_CONSOLE_LEVEL`` as the user set it when this process started (the variable itself is then
+rewritten per training, for its children: an earlier training's level in this process must not stick)."""
+
+
 def boot_trainer(verbose: bool) -> None:
     """In the trainer, before Sample Factory starts: the console level (``verbose``: its DEBUG lines, else
-    errors only, unless ``RLGPT_SF_CONSOLE_LEVEL`` says) and the pid its children die with."""
-    os.environ.setdefault(SF_CONSOLE_LEVEL_ENV, "DEBUG" if verbose else QUIET_LEVEL)
+    errors only, unless the user's ``RLGPT_SF_CONSOLE_LEVEL`` says) and the pid its children die with."""
+    os.environ[SF_CONSOLE_LEVEL_ENV] = "DEBUG" if verbose else (_USER_CONSOLE_LEVEL or QUIET_LEVEL)
     os.environ[TRAINER_PID_ENV] = str(os.getpid())
     apply_console_level()
     quiet_known_warnings()
