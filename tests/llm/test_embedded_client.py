@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlgpt import prompts
+from rlgpt.agents.critic import critic_schema
 from rlgpt.agents.replies import Feedback, parse_reply
 from rlgpt.llm import (
     CacheMissError,
@@ -22,7 +23,9 @@ from rlgpt.llm import (
 from rlgpt.llm.embedded import EmbeddedBackend
 from rlgpt.tracking import SummarySink
 
-SAMPLING = SamplingParams(max_tokens=160)
+SAMPLING = SamplingParams(max_tokens=320)
+CRITIC_SCHEMA = critic_schema(None)
+"""What the critic sends: short strings, two items a list, so a reply fits `SAMPLING`'s token limit."""
 
 
 def _critic_messages() -> list[dict[str, str]]:
@@ -38,7 +41,7 @@ def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend,
     recorded: list[dict[str, float]] = []
     client = LLMClient(embedded, cache=ResponseCache(tmp_path / "cache"), default_sampling=SAMPLING,
                        metrics_sink=recorded.append)
-    data = client.structured("critic", _critic_messages(), prompts.schema_for_role("critic"))
+    data = client.structured("critic", _critic_messages(), CRITIC_SCHEMA)
     feedback = parse_reply("critic", data)
     assert isinstance(feedback, Feedback)
     assert feedback.target in ("fast", "slow", "done")
@@ -52,23 +55,23 @@ def test_structured_reply_cached_and_replayed_offline(embedded: EmbeddedBackend,
     calls = metrics["llm/critic/calls"]
 
     # Same client: a hit, the model is not called again.
-    again = client.structured("critic", _critic_messages(), prompts.schema_for_role("critic"))
+    again = client.structured("critic", _critic_messages(), CRITIC_SCHEMA)
     assert again == data
     assert client.metrics()["llm/critic/calls"] == calls
     assert client.metrics()["llm/cache_hits"] == 1
 
     # A replay-only client has no model at all and returns byte-identical text from disk.
-    live = client.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"))
+    live = client.chat("critic", _critic_messages(), schema=CRITIC_SCHEMA)
     replay = build_client(LLMConfig(model=str(embedded.path), cache_dir=str(tmp_path / "cache"),
                                     replay_only=True, max_tokens=SAMPLING.max_tokens))
     assert replay.backend is None
-    offline = replay.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"))
+    offline = replay.chat("critic", _critic_messages(), schema=CRITIC_SCHEMA)
     assert offline.text.encode() == live.text.encode()
     assert replay.metrics()["llm/cache_hits"] == 1
 
     # Different sampling params are a different key: a miss, which replay-only refuses clearly.
     with pytest.raises(CacheMissError, match="no cached response for role 'critic'"):
-        replay.chat("critic", _critic_messages(), schema=prompts.schema_for_role("critic"),
+        replay.chat("critic", _critic_messages(), schema=CRITIC_SCHEMA,
                     sampling=SamplingParams(max_tokens=161))
 
 
