@@ -294,3 +294,32 @@ def test_a_revision_revises_the_models_own_candidate_when_the_goal_macro_fails_t
     request = recording.requests[0][0][1]["content"]
     assert 'yield "noop"' in request and "game.collect(" not in request
     assert len(choice.candidates) == 3 and choice.candidates[2].revises == 0
+
+
+def test_a_macro_that_never_reached_its_goal_is_not_trained_with_whatever_the_setup_lists(
+        client: LLMClient) -> None:
+    """Calling a macro that never reached its goal costs the policy its steps for nothing: the training
+    gets the macros that reached their goal in a probe call, and goal-less ones only where the setup
+    lists them."""
+    from rlgpt.agents.code import CodeAttempt, CodeResult
+    from rlgpt.agents.fast import MacroCandidate, MacroChoice, trained_macros
+
+    agent = FastAgent(client, dataclasses.replace(CONFIG, probe_max_steps=100))
+    wander = SubAction("wander", "walk around", "code", "", "no goal")
+
+    def choice(sub: SubAction, code: str) -> MacroChoice:
+        compiled = agent.compile_macro_code(sub.name, code)
+        candidate = MacroCandidate(0, CodeResult(code, compiled, [CodeAttempt("", code, ())]),
+                                   agent.probe(compiled, sub.goal))
+        made = MacroChoice(sub)
+        made.candidates.append(candidate)
+        made.best = candidate
+        return made
+
+    idle = IDLE.split("\n", 1)[1].rsplit("```", 1)[0]
+    kept = {"chop_tree": choice(CHOP, chop_source("chop_tree")), "get_stone": choice(STONE, idle),
+            "wander": choice(wander, idle.replace("get_stone", "wander"))}
+    assert kept["chop_tree"].best.probe.goal_rate > 0 and kept["get_stone"].best.probe.goal_rate == 0
+    everything = ["chop_tree", "get_stone", "wander"]
+    assert trained_macros(kept, everything) == ["chop_tree", "wander"]
+    assert trained_macros(kept, []) == ["chop_tree"]

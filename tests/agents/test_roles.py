@@ -140,3 +140,23 @@ def test_every_roles_prompt_starts_with_the_same_tokens(agent_model, api: str) -
         got = tokenize(message["content"].encode(), add_bos=False, special=True)
         shared = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), len(want))
         assert shared >= len(want) - 1, role  # the boundary token may merge with the role's first word
+
+
+@pytest.mark.parametrize("api", ["basic", "primitives", "expert"])
+def test_fast_examples_compile_at_their_api_level(api: str) -> None:
+    """The fast prompt's example macros are valid code at the prompt's own API level, and at `primitives`
+    they show the control primitives (the small model copies an example's style)."""
+    import re
+
+    from rlgpt.agents.common import knowledge_values
+    from rlgpt.macro.compiler import MacroSource, compile_macro
+
+    text = knowledge_values("fast", api=api)["examples"]
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        name = re.search(r"def (\w+)\(game\)", block).group(1)  # type: ignore[union-attr]
+        compile_macro(MacroSource(name, block), api=api)
+    uses_primitives = "yield from game." in text
+    assert uses_primitives == (api == "primitives")
+    assert knowledge_values("fast", api=api, examples=False)["examples"] == ""

@@ -139,3 +139,16 @@ def test_the_critics_named_sub_action_and_change_reach_the_next_fast_prompt_for_
     assert chop and all(f"The critic on `chop_tree`: {change}" in p for p in chop)
     assert place and all(change not in p for p in place)
     assert result.to_dict()["notes"] == {"chop_tree": change}
+
+
+def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:
+    backend = Scripted(lambda messages, schema, s: IDLE)
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=3, repair_retries=0, probe_repair_retries=1, probe_seeds=(0, 1), probe_max_steps=16,
+        goal_fallback=False))
+    choice = agent.write_macro("collect_wood", CHOP)
+    stats = choice.search
+    # Two rounds of three samples, all the same reply: it was compiled and probed once.
+    assert (stats.rounds, stats.sampled, stats.tried, stats.repeats) == (2, 6, 1, 5)
+    assert len(choice.candidates) == 1 and choice.candidates[0].probe is not None
+    assert len(choice.candidates[0].probe.calls) == 2

@@ -41,7 +41,9 @@ def prefill(it_dir: Path, success: float, macros: list[dict]) -> None:
     write_step(it_dir / "fast.json", {
         "feedback": "none", "macros": macros, "reward": {"code": None, "attempts": []},
         "setup": {"horizon": 200, "observation": ["view", "vector"], "macros": []},
-        "reply": {"macros": [], "reward_code": "", "observation": ["view", "vector"], "horizon": 200}})
+        "reply": {"macros": [{"name": m["subaction"], "code": m["candidates"][0]["code"], "description": ""}
+                             for m in macros if m["best"] is not None],
+                  "reward_code": "", "observation": ["view", "vector"], "horizon": 200}})
     write_step(it_dir / "probes.json", [])
     (it_dir / "reward.py").write_text("def reward(game, prev):\n    return 0.0\n")
     report = {"task": TASK, "episodes": 4, "env_steps": 1024, "success_rate": success,
@@ -56,6 +58,9 @@ def test_kept_writers_reads_the_label_and_older_files_fallback_flag() -> None:
                        choice("d", None), {"subaction": "e", "best": None, "candidates": []}]}
     assert kept_writers(fast) == {"a": "model", "b": "library", "c": "expert", "d": "model"}
     assert kept_writers(choice("policy", "expert")) == {"policy": "expert"}  # --mode code's one choice
+    # An iteration's reply names the macros it trained with: a kept choice it left out carried nothing.
+    trained = {**fast, "reply": {"macros": [{"name": "a", "code": "", "description": ""}]}}
+    assert kept_writers(trained) == {"a": "model"}
 
 
 def test_the_summary_the_progress_line_and_the_report_say_who_wrote_the_code(

@@ -9,6 +9,7 @@ from rlgpt.agents.api_doc import api_reference
 from rlgpt.agents.envdoc import actions_only, crafter_rules, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import ENV_DOC_LEVELS, AgentConfig
+from rlgpt.macro.api import api_level
 
 if TYPE_CHECKING:
     from rlgpt.macro.prefix import StartSummary
@@ -40,7 +41,8 @@ SLOW_EXAMPLE_CHAIN = " (1. collect_sapling (1 sapling needed in total),\n2. plac
 """The slow example's task with its prerequisite chain, as `describe_task` states it at ``full``."""
 
 
-def knowledge_values(template: str, env_doc: str = "full", examples: bool = True) -> dict[str, str]:
+def knowledge_values(template: str, env_doc: str = "full", examples: bool = True,
+                     api: str = "expert") -> dict[str, str]:
     """The values of `template`'s optional parts at a prompt-knowledge level (`AgentConfig.env_doc`,
     `AgentConfig.examples`): "" for a part left out. At ``full`` with examples the prompts are what they
     were before these knobs existed (the same text, so recorded replies still answer them).
@@ -48,7 +50,9 @@ def knowledge_values(template: str, env_doc: str = "full", examples: bool = True
     - ``slow``: ``world_note`` (a rule: stations do not exist until placed; not at ``none``),
       ``chain_guide`` (follow the task's computed prerequisite chain; ``full`` only) and ``examples`` (the
       example decomposition; its task's chain is shown at ``full`` only);
-    - ``fast`` and ``fast_reward``: ``examples`` (the example macros; the example reward).
+    - ``fast`` and ``fast_reward``: ``examples`` (the example macros; the example reward). At API level
+      ``primitives`` the example macros call the control primitives (``fast.examples_primitives``): the
+      other levels' examples walk and act step by step, and the small model copies an example's style.
     """
     from rlgpt import prompts
 
@@ -59,7 +63,8 @@ def knowledge_values(template: str, env_doc: str = "full", examples: bool = True
                 "chain_guide": "\n\n" + prompts.part("slow.chain_guide") if env_doc == "full" else "",
                 "examples": "\n\n" + prompts.part("slow.examples", chain=chain) if examples else ""}
     if template == "fast":
-        return {"examples": "\n\n" + prompts.part("fast.examples") if examples else ""}
+        part = "fast.examples_primitives" if api_level(api) == "primitives" else "fast.examples"
+        return {"examples": "\n\n" + prompts.part(part) if examples else ""}
     if template == "fast_reward":
         return {"examples": " Example:\n" + prompts.part("fast_reward.examples") if examples else ""}
     return {}
@@ -73,7 +78,8 @@ def system_messages(config: AgentConfig) -> dict[str, str]:
 
     docs = documentation(config.api, config.env_doc)
     return {template: prompts.render_system(template, **docs,
-                                            **knowledge_values(template, config.env_doc, config.examples))
+                                            **knowledge_values(template, config.env_doc, config.examples,
+                                                              config.api))
             for template in prompts.TEMPLATES}
 
 

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -117,6 +117,9 @@ class SearchStats:
     tried: int = 0
     """Sampled candidates compiled (with repairs) and, when they compiled, probed; a round's later replies
     are never tried once one reached the goal."""
+    repeats: int = 0
+    """Sampled replies identical to an earlier candidate's first reply for this sub-action: not tried
+    again (its probes would replay the same worlds and count their env steps twice)."""
     llm_s: float = 0.0
     """Wall seconds the search waited for the model (samples and compile repairs)."""
     won: int | None = None
@@ -209,7 +212,8 @@ def search_summary(choices: list[MacroChoice]) -> dict[str, Any]:
     candidates, LLM seconds, and per sub-action which candidate won (None: none reached its goal)."""
     stats = [c.search for c in choices]
     return {"rounds": sum(s.rounds for s in stats), "sampled": sum(s.sampled for s in stats),
-            "tried": sum(s.tried for s in stats), "llm_s": round(sum(s.llm_s for s in stats), 3),
+            "tried": sum(s.tried for s in stats), "repeats": sum(s.repeats for s in stats),
+            "llm_s": round(sum(s.llm_s for s in stats), 3),
             "won": {c.subaction.name: c.search.won for c in choices}}
 
 
@@ -320,6 +324,19 @@ HORIZON_CAP = 10_000
 """Longest horizon the floor raises to (the setup schema's maximum)."""
 
 
+def reached_goal(choice: MacroChoice) -> bool:
+    """Whether `choice`'s kept macro reached its sub-action's goal in at least one probe call."""
+    best = choice.best
+    return best is not None and best.probe is not None and (best.probe.goal_rate or 0.0) > 0.0
+
+
+def trained_macros(kept: Mapping[str, MacroChoice], listed: Collection[str]) -> list[str]:
+    """The kept macros a training gets (`FastAgent.run`), in `kept`'s order: each that reached its goal in
+    a probe call, and each of a sub-action without a goal that the setup `listed`."""
+    return [name for name, c in kept.items()
+            if reached_goal(c) or (not c.subaction.goal and name in listed)]
+
+
 def chain_horizon(choices: list[MacroChoice]) -> int:
     """The horizon floor for training with `choices`' kept macros: `HORIZON_SLACK` times the sum of their
     probed mean steps (each sub-action is probed where the ones before it leave the player, so the sum is
@@ -416,7 +433,7 @@ class FastAgent:
                                      "task": describe_task(task, cfg.env_doc, self.start),
                                      "name": sub.name, "description": sub.description, "goal": goal_text(sub),
                                      "feedback": feedback or "none", "skills": self.skills_text(sub),
-                                     **knowledge_values("fast", cfg.env_doc, cfg.examples)})
+                                     **knowledge_values("fast", cfg.env_doc, cfg.examples, cfg.api)})
         return fit(prompt, self.client, self.config.code_max_tokens)
 
     def relevant_skills(self, sub: SubAction | None = None) -> dict[str, CodeSkill]:
@@ -557,6 +574,9 @@ class FastAgent:
             stats.rounds += 1
             stats.sampled += len(replies)
             for seed, reply in zip(seeds, replies, strict=True):
+                if any(c.code.attempts and c.code.attempts[0].reply == reply.text for c in choice.candidates):
+                    stats.repeats += 1
+                    continue
                 candidate = self._candidate(len(choice.candidates), messages, choice, setup, revises, seed,
                                             first=reply, give_up=give_up)
                 choice.candidates.append(candidate)
@@ -722,9 +742,12 @@ class FastAgent:
         `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
         sub-action's prompt carries it word for word (`note_feedback`).
 
-        The reply's macros are every kept macro the setup lists plus every kept macro whose probe reached
-        its goal at least once (a good macro is not dropped because a small model left it out of a list).
-        A reward that never passed its checks is left out (``reward_code == ""``) rather than trained with.
+        The reply's macros are the kept macros whose probe reached their goal at least once (a good macro
+        is not dropped because a small model left it out of the setup's list), and those of sub-actions
+        without a goal that the setup lists. A macro that never reached its goal is left out whatever the
+        setup says: calling it costs the policy up to `MacroConfig.max_steps` steps for nothing, and its
+        sub-action is learned on primitives instead (the critic sees its probes). A reward that never passed
+        its checks is left out (``reward_code == ""``) rather than trained with.
         """
         choices: list[MacroChoice] = []
         setup: tuple[CompiledMacro, ...] = ()
@@ -742,9 +765,7 @@ class FastAgent:
         checked = self.reward_check_steps
         reward = self.write_reward(task, decomposition, feedback)
         setup, setup_error = self.setup_or_fallback(task, decomposition, list(kept), feedback)
-        chosen = [name for name, c in kept.items()
-                  if name in setup.macros or (c.best is not None and c.best.probe is not None
-                                              and (c.best.probe.goal_rate or 0.0) > 0.0)]
+        chosen = trained_macros(kept, setup.macros)
         reply = FastReply(tuple(kept[n].source for n in chosen),  # type: ignore[misc]
                           reward.code or "", setup.observation,
                           max(setup.horizon, chain_horizon([kept[n] for n in chosen])))

@@ -36,11 +36,14 @@ model earlier (a verified skill of the library), or expert code (the trusted goa
 def kept_writers(fast: Mapping[str, Any]) -> dict[str, str]:
     """Sub-action -> who wrote its kept macro, from a ``fast.json`` (a loop iteration's, with ``macros``, or
     ``--mode code``'s single choice). Files written before the label read theirs from the kept candidate's
-    ``fallback`` flag (the trusted goal macro: expert)."""
+    ``fallback`` flag (the trusted goal macro: expert). A loop iteration's macros are those its reply
+    trained with: a choice the reply left out (it never reached its goal) carried nothing."""
     choices = fast.get("macros", [fast] if "candidates" in fast else [])
+    reply = fast.get("reply")
+    trained = {m.get("name") for m in reply.get("macros", [])} if isinstance(reply, dict) else None
     kept: dict[str, str] = {}
     for choice in choices:
-        if choice.get("best") is None:
+        if choice.get("best") is None or (trained is not None and choice.get("subaction") not in trained):
             continue
         writer = choice.get("written_by")
         if writer is None:
