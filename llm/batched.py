@@ -10,7 +10,7 @@ the isolated server process (`rlgpt.llm.llama_server.BatchedCompletions`).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlgpt.llm.errors import ConfigError, ContextOverflowError
@@ -24,13 +24,19 @@ class BatchedSampler:
     Not thread-safe, and it uses `llama`'s own context: the caller holds whatever lock keeps other requests
     off `llama` (the backend's lock in process, the server's model locks in the server)."""
 
-    def __init__(self, llama: Any, *, name: str) -> None:
+    def __init__(self, llama: Any, *, name: str, sampler_settings: Mapping[str, Any] | None = None) -> None:
         """Args:
             llama: the loaded `llama_cpp.Llama` (with its GGUF's chat template).
             name: the model's name in error messages (its file name).
+            sampler_settings: the sampler chain's settings beyond temperature and top_p, as
+                `Llama._init_sampler` names them (top_k, min_p, repeat_penalty, ...); None = its defaults,
+                which `Llama.create_chat_completion` uses too. A server passes its chat route's defaults,
+                which differ (llama_cpp.server: repeat_penalty 1.1), so a batched reply is sampled as that
+                route samples one.
         """
         self.llama = llama
         self.name = name
+        self.sampler_settings = dict(sampler_settings or {})
         self._ctx: Any = None  # the context the sequences decode in (made on first need)
         self._formatter: Any = None  # the chat template as a formatter (made on first need)
 
@@ -50,10 +56,13 @@ class BatchedSampler:
         sequences share the prompt's cells), and each step decodes one token of every live sequence in one
         `llama_batch`. On a CPU a step over a few sequences costs less than that many steps over one (the
         weights are read once per step), so N samples take less than N times one. Each sequence is sampled
-        by the sampler chain `create_chat_completion` builds, with its own seed and temperature, and, like
-        it, stops at ``n_ctx - prompt`` tokens whatever its `max_tokens`. One sequence at temperature 0 is
-        exactly what `create_chat_completion` returns (greedy); beside others, a step over several sequences
-        rounds a little differently, which can flip a close choice.
+        by the sampler chain `create_chat_completion` builds (with `sampler_settings`), with its own seed and
+        temperature, and, like it, stops at ``n_ctx - prompt`` tokens whatever its `max_tokens`. One
+        sequence at temperature 0 is exactly what `create_chat_completion` returns right after it (greedy:
+        it samples from the state this call leaves; this call evaluates the prompt's last token alone, and
+        a state whose last token was evaluated in a batch with the prompt rounds a little differently);
+        beside others, a step over several sequences rounds a little differently too. Either can flip a
+        close choice.
 
         Raises:
             ContextOverflowError: the prompt does not fit the model's context.
@@ -162,8 +171,8 @@ class BatchedSampler:
         vocab = llama_cpp.llama_model_get_vocab(llama._model.model)
         samplers = []
         for s in samplings:
-            llama.set_seed(s.seed)  # the chain `create_chat_completion` builds, with this sequence's seed
-            samplers.append(llama._init_sampler(temp=s.temperature, top_p=s.top_p))
+            llama.set_seed(s.seed)  # the chain `generate` builds, with this sequence's seed
+            samplers.append(llama._init_sampler(**self.sampler_settings, temp=s.temperature, top_p=s.top_p))
         tokens: list[list[int]] = [[] for _ in samplings]
         reasons = ["length"] * len(samplings)
         # The first token of each sequence comes from the prompt's last logits, still in the model's context.

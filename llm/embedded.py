@@ -284,7 +284,8 @@ class EmbeddedBackend:
     def complete_many(self, messages: list[Message], samplings: Sequence[SamplingParams]) -> list[Completion]:
         """One reply per entry of `samplings` to the same prompt (no schema: code replies), decoded together
         (`rlgpt.llm.batched.BatchedSampler.complete_many`: several sequences per llama.cpp step over the
-        prompt's shared KV cells). One sequence at temperature 0 is exactly what `complete` returns.
+        prompt's shared KV cells). One sequence at temperature 0 is exactly what `complete` returns right
+        after it (see there for when rounding differs).
 
         Raises:
             ContextOverflowError: the prompt does not fit the model's context.

@@ -281,6 +281,21 @@ def parse_batched_request(raw: bytes) -> tuple[list[Message], list[SamplingParam
     return messages, [parse_sampling(s, f"samplings[{i}]") for i, s in enumerate(samplings)], model
 
 
+def chat_route_sampler_settings() -> dict[str, Any]:
+    """The sampler settings llama_cpp.server's chat route uses when a request leaves them out (its request
+    model's defaults: repeat_penalty 1.1 where `Llama` says 1.0), beyond temperature and top_p, which a
+    batched request gives."""
+    import inspect
+
+    import llama_cpp
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    takes = set(inspect.signature(llama_cpp.Llama._init_sampler).parameters)
+    takes -= {"self", "temp", "top_p", "grammar"}
+    return {name: field.default for name, field in CreateChatCompletionRequest.model_fields.items()
+            if name in takes}
+
+
 def bearer_ok(scope: Scope, api_key: str | None) -> bool:
     """Whether the request may pass when the server requires `api_key` (None = no key needed): an
     ``Authorization: Bearer <api_key>`` header, as llama_cpp.server's own routes check it."""
@@ -353,7 +368,8 @@ class BatchedCompletions:
         async with contextlib.asynccontextmanager(server_app.get_llama_proxy)() as proxy:
             llama = proxy(None)  # the served model (this server has one)
             if self._sampler is None or self._sampler.llama is not llama:
-                self._sampler = BatchedSampler(llama, name=Path(llama.model_path).name)
+                self._sampler = BatchedSampler(llama, name=Path(llama.model_path).name,
+                                               sampler_settings=chat_route_sampler_settings())
             name = model if model is not None else llama.model_path
             try:
                 made = await run_in_threadpool(self._sampler.complete_many, messages, samplings, model=name)

@@ -20,7 +20,11 @@ from rlgpt.llm.types import SamplingParams
 MESSAGES = [{"role": "system", "content": "You write short Python functions."},
             {"role": "user", "content": "Write `def score(word)` that returns a score for a word, by any "
                                         "rule you invent. Reply with only one ```python block."}]
-GREEDY = SamplingParams(temperature=0.0, max_tokens=16, seed=0)
+# Greedy replies to this prompt repeat tokens within 48: they differ unless the batched samplers penalize
+# repeats as the server's chat route does (repeat_penalty 1.1 there, where `Llama` says 1.0).
+REPEATING = [{"role": "user", "content": "Write a Python function that prints a 5x5 grid of '#' characters, "
+                                         "then call it three times."}]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=48, seed=0)
 SAMPLED = [SamplingParams(temperature=1.0, top_p=0.95, max_tokens=24, seed=seed) for seed in (1, 2, 3)]
 
 
@@ -56,24 +60,26 @@ def _requests_logged(backend: IsolatedBackend, path: str) -> int:
 
 def test_one_greedy_sequence_equals_complete_and_several_samples_are_counted_consistently(
         isolated: IsolatedBackend) -> None:
-    isolated.complete(MESSAGES, None, SamplingParams(max_tokens=1))  # the prompt stays in the context
-    single = isolated.complete(MESSAGES, None, GREEDY)
-    # Both evaluate only the prompt's last token, then decode greedily: token for token the same reply.
-    [alone] = isolated.complete_many(MESSAGES, [GREEDY])
+    isolated.complete(REPEATING, None, SamplingParams(max_tokens=1))  # the prompt stays in the context
+    # The batched call evaluates the prompt's last token again (alone), and `complete` right after it samples
+    # from that very state: the same logits, then the same greedy decode, token for token.
+    [alone] = isolated.complete_many(REPEATING, [GREEDY])
+    single = isolated.complete(REPEATING, None, GREEDY)
     assert (alone.text, alone.prompt_tokens, alone.completion_tokens, alone.finish_reason) == \
         (single.text, single.prompt_tokens, single.completion_tokens, single.finish_reason)
-    assert alone.cached_tokens == single.prompt_tokens - 1
+    assert alone.completion_tokens == GREEDY.max_tokens and alone.cached_tokens == alone.prompt_tokens - 1
 
+    prompt_tokens = isolated.complete_many(MESSAGES, [SamplingParams(max_tokens=1)])[0].prompt_tokens
     many = isolated.complete_many(MESSAGES, SAMPLED)
     assert len(many) == len(SAMPLED)
-    assert {c.prompt_tokens for c in many} == {single.prompt_tokens}
+    assert {c.prompt_tokens for c in many} == {prompt_tokens}
     for completion, sampling in zip(many, SAMPLED, strict=True):
         assert 1 <= completion.completion_tokens <= sampling.max_tokens
         assert completion.finish_reason in ("stop", "length")
         assert (completion.finish_reason == "length") == (completion.completion_tokens == sampling.max_tokens)
         assert "<|" not in completion.text
     # The prompt was computed once (its last token: the rest was still in the context); the others share it.
-    assert many[0].cached_tokens == single.prompt_tokens - 1
+    assert many[0].cached_tokens == prompt_tokens - 1
     assert all(c.cached_tokens == c.prompt_tokens for c in many[1:])
     assert len({c.text for c in many}) > 1  # distinct seeds at temperature 1
     assert isolated.starts == 1 and isolated.crashes == 0
