@@ -1,29 +1,36 @@
 """Wall time of N code candidates decoded together against one, on the embedded model (llama.cpp, CPU).
 
 The fast agent's test-time search samples `agents.samples` candidates per round from one prompt
-(`rlgpt.agents.fast.FastAgent.write_macro`); on the embedded backend they are decoded together
-(`rlgpt.llm.embedded.EmbeddedBackend.complete_many`: one llama_batch per step, one sequence per candidate,
-the prompt's KV cells shared). This times, on the same real fast-agent prompt, one candidate through
-`complete` (the one-sequence path a run took before) against N through `complete_many`, back to back and
-interleaved (the box is shared: each pair sees about the same load), after a warm-up that leaves the prompt
-in the model's context (so both time decoding, not the prompt).
+(`rlgpt.agents.fast.FastAgent.write_macro`); on the embedded model they are decoded together
+(`rlgpt.llm.batched.BatchedSampler`: one llama_batch per step, one sequence per candidate, the prompt's KV
+cells shared), in process (`--backend embedded`: `EmbeddedBackend.complete_many`) or in the isolated child
+server that real runs use by default (`--backend isolated`: `IsolatedBackend.complete_many`, one request to
+the server's batched endpoint). This times, on the same real fast-agent prompt, one candidate through
+`complete` (the one-sequence path) against N through `complete_many`, back to back and interleaved (the box
+is shared: each pair sees about the same load), after a warm-up that leaves the prompt in the model's
+context (so both time decoding, not the prompt). CPU seconds are those of the process that decodes (this
+one, or the server).
 
     OMP_NUM_THREADS=1 nice -n 10 python -m bench.llm_candidates [--model qwen2.5-coder-1.5b] [--n 4]
-        [--pairs 3] [--max-tokens 256] [--threads 2]
+        [--pairs 3] [--max-tokens 256] [--threads 2] [--backend embedded|isolated]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import tempfile
 import time
+from collections.abc import Callable
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.embedded import EmbeddedBackend
+from rlgpt.llm.isolated import IsolatedBackend
 from rlgpt.llm.model_store import resolve_model_path
 from rlgpt.llm.types import Completion, SamplingParams
 
@@ -31,9 +38,27 @@ SUB = SubAction("chop_tree", "walk to the nearest visible tree, face it and coll
                 "a fixed recipe")
 
 
-def measure(model: str, n: int, pairs: int, max_tokens: int, threads: int, n_ctx: int = 8192) -> dict:
+def server_cpu_s(backend: IsolatedBackend) -> float:
+    """CPU seconds (user + system) the isolated backend's server process has used so far."""
+    assert backend.pid is not None
+    with open(f"/proc/{backend.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def measure(model: str, n: int, pairs: int, max_tokens: int, threads: int, n_ctx: int = 8192,
+            backend_kind: str = "embedded") -> dict:
     """Per pair: seconds and completion tokens of one candidate, then of `n` decoded together."""
-    backend = EmbeddedBackend(resolve_model_path(model), n_ctx=n_ctx, n_threads=threads)
+    path = resolve_model_path(model)
+    backend: EmbeddedBackend | IsolatedBackend
+    cpu: Callable[[], float]
+    if backend_kind == "isolated":
+        backend = IsolatedBackend(path, n_ctx=n_ctx, n_threads=threads,
+                                  log_dir=tempfile.mkdtemp(prefix="bench-llm-candidates-")).start()
+        cpu = lambda: server_cpu_s(backend)  # noqa: E731  (the server decodes)
+    else:
+        backend = EmbeddedBackend(path, n_ctx=n_ctx, n_threads=threads)
+        cpu = time.process_time
     agent = FastAgent(LLMClient(backend), AgentConfig(code_max_tokens=max_tokens))
     messages = agent.macro_messages("collect_wood", SUB)
     backend.complete(messages, None, SamplingParams(temperature=0.0, max_tokens=1))  # the prompt, once
@@ -42,12 +67,12 @@ def measure(model: str, n: int, pairs: int, max_tokens: int, threads: int, n_ctx
     for pair in range(pairs):
         seeds = [SamplingParams(temperature=0.7, top_p=0.95, max_tokens=max_tokens, seed=100 * pair + k)
                  for k in range(n)]
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu0 = time.perf_counter(), cpu()
         one: list[Completion] = [backend.complete(messages, None, seeds[0])]
-        one_s, one_cpu = time.perf_counter() - start, time.process_time() - cpu
-        start, cpu = time.perf_counter(), time.process_time()
+        one_s, one_cpu = time.perf_counter() - start, cpu() - cpu0
+        start, cpu0 = time.perf_counter(), cpu()
         many = backend.complete_many(messages, seeds)
-        many_s, many_cpu = time.perf_counter() - start, time.process_time() - cpu
+        many_s, many_cpu = time.perf_counter() - start, cpu() - cpu0
         rows.append({"one_s": one_s, "one_cpu_s": one_cpu, "one_tokens": one[0].completion_tokens,
                      "many_s": many_s, "many_cpu_s": many_cpu,
                      "many_tokens": [c.completion_tokens for c in many], "ratio": many_s / one_s,
@@ -55,8 +80,8 @@ def measure(model: str, n: int, pairs: int, max_tokens: int, threads: int, n_ctx
         print(json.dumps(rows[-1]), flush=True)  # each pair as it ends (a long run on a busy box)
     backend.close()
     prompt_tokens = backend.count_tokens("".join(m["content"] for m in messages))
-    return {"model": model, "n": n, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
-            "threads": threads, "pairs": rows,
+    return {"model": model, "backend": backend_kind, "n": n, "prompt_tokens": prompt_tokens,
+            "max_tokens": max_tokens, "threads": threads, "pairs": rows,
             "median_ratio": statistics.median(r["ratio"] for r in rows),
             "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows)}
 
@@ -68,9 +93,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3, help="(one, N) pairs, interleaved")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--backend", choices=("embedded", "isolated"), default="embedded",
+                        help="in process, or the isolated child server real runs use by default")
     args = parser.parse_args()
-    result = measure(args.model, args.n, args.pairs, args.max_tokens, args.threads)
-    print(f"{result['model']}: prompt {result['prompt_tokens']} tokens, max {result['max_tokens']} new, "
+    result = measure(args.model, args.n, args.pairs, args.max_tokens, args.threads, backend_kind=args.backend)
+    print(f"{result['model']} ({result['backend']}): prompt {result['prompt_tokens']} tokens, "
+          f"max {result['max_tokens']} new, "
           f"{result['threads']} threads")
     for i, row in enumerate(result["pairs"]):
         tokens = "/".join(map(str, row["many_tokens"]))

@@ -47,7 +47,8 @@ def retry_seed(seed: int, attempt: int) -> int:
     return seed if attempt == 0 else seed + 7919 * attempt
 
 
-def _check_messages(messages: list[Message]) -> None:
+def check_messages(messages: list[Message]) -> None:
+    """Raise `ConfigError` saying what is wrong unless `messages` is a non-empty list of chat messages."""
     if not messages:
         raise ConfigError("messages is empty; pass at least one {'role': ..., 'content': ...} message")
     for i, m in enumerate(messages):
@@ -144,7 +145,7 @@ class LLMClient:
     def chat(self, role: str, messages: list[Message], *, schema: dict[str, Any] | None = None,
              sampling: SamplingParams | None = None) -> Completion:
         """Return one completion for `messages`, from the cache when possible, accounted under `role`."""
-        _check_messages(messages)
+        check_messages(messages)
         sampling = sampling or self.default_sampling
         key = request_key(self.model_id, messages, schema, sampling.to_dict())
         if self.cache is not None:
@@ -187,7 +188,7 @@ class LLMClient:
         Accounting: every completion the model made is one call of `role`; the wall time of the shared
         decode is counted once (``llm/<role>/latency_s`` stays the time spent waiting).
         """
-        _check_messages(messages)
+        check_messages(messages)
         keys = [request_key(self.model_id, messages, None, s.to_dict()) for s in samplings]
         out: list[Completion | None] = [None] * len(samplings)
         if self.cache is not None:

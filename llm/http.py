@@ -163,7 +163,11 @@ class OpenAIHTTPBackend:
             return list(pool.map(lambda s: self.complete(messages, None, s), samplings))
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        url = self.base_url + path
+        return self.request_url(method, self.base_url + path, body)
+
+    def request_url(self, method: str, url: str, body: dict[str, Any] | None) -> Any:
+        """The JSON answer of `url` (on this server, beside the OpenAI API: e.g. `rlgpt.llm.llama_server`'s
+        batched endpoint) to `body`, with this backend's key, timeout, retries and errors."""
         data = json.dumps(body).encode("utf-8") if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:

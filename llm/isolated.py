@@ -13,16 +13,19 @@ import os
 import signal
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from rlgpt.llm.errors import BackendCrashedError, ConfigError, ServerUnavailableError
+from rlgpt.llm.errors import BackendCrashedError, ConfigError, NonJSONResponseError, ServerUnavailableError
 from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.llama_server import BATCHED_PATH
 from rlgpt.llm.serve import ManagedServer, free_port, llama_server_command
 from rlgpt.llm.types import Completion, Message, SamplingParams
 from rlgpt.procs import stderr_to
 
 _ALIAS = "embedded"
+T = TypeVar("T")
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -38,6 +41,26 @@ def describe_exit(returncode: int | None) -> str:
         native = " (a native crash in llama.cpp)" if fatal else ""
         return f"was killed by {name}{native}"
     return f"exited with status {returncode}"
+
+
+def completions_of(out: Any, n: int, url: str) -> list[Completion]:
+    """The `n` completions of a `BATCHED_PATH` answer `out` (from `url`, for the error message).
+
+    Raises:
+        NonJSONResponseError: `out` is not such an answer.
+    """
+    try:
+        made = [Completion(text=str(c["text"]), prompt_tokens=int(c["prompt_tokens"]),
+                           completion_tokens=int(c["completion_tokens"]),
+                           finish_reason=str(c["finish_reason"]), model=str(out["model"]),
+                           cached_tokens=int(c["cached_tokens"]))
+                for c in out["completions"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NonJSONResponseError(
+            f"{url} answered without its completions ({exc!r}): {str(out)[:200]}") from None
+    if len(made) != n:
+        raise NonJSONResponseError(f"{url} answered {len(made)} completions for {n} samplings")
+    return made
 
 
 class IsolatedBackend:
@@ -145,9 +168,9 @@ class IsolatedBackend:
             return ""
         return log.read_text(errors="replace")[-600:]
 
-    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
-                 sampling: SamplingParams) -> Completion:
-        """One reply from the child server; a crash restarts it and retries (see `crash_retries`)."""
+    def _call(self, request: Callable[[OpenAIHTTPBackend], T]) -> T:
+        """`request` on the child server's HTTP client; a crash restarts the server and retries (see
+        `crash_retries`)."""
         with self._lock:
             failure = ""
             returncode: int | None = None
@@ -156,7 +179,7 @@ class IsolatedBackend:
                 assert self._http is not None
                 self.in_flight.set()
                 try:
-                    return self._http.complete(messages, schema, sampling)
+                    return request(self._http)
                 except ServerUnavailableError:
                     returncode = self._died()
                     if returncode is None:
@@ -168,6 +191,29 @@ class IsolatedBackend:
             raise BackendCrashedError(
                 f"model {self.path.name}: {failure.strip()} (restarted; gave up on this request after "
                 f"{self.crash_retries + 1} attempts)", returncode)
+
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                 sampling: SamplingParams) -> Completion:
+        """One reply from the child server; a crash restarts it and retries (see `crash_retries`)."""
+        return self._call(lambda http: http.complete(messages, schema, sampling))
+
+    def complete_many(self, messages: list[Message], samplings: Sequence[SamplingParams]) -> list[Completion]:
+        """One reply per entry of `samplings` to the same prompt (no schema: code replies), decoded together
+        in the child server (`rlgpt.llm.llama_server.BatchedCompletions`, one request: llama-cpp-python's
+        server answers concurrent requests one after another), with `complete`'s crash handling.
+
+        Raises:
+            ContextOverflowError: the prompt does not fit the model's context.
+        """
+        if not samplings:
+            return []
+        body = {"model": _ALIAS, "messages": messages, "samplings": [s.to_dict() for s in samplings]}
+
+        def request(http: OpenAIHTTPBackend) -> Any:
+            url = http.base_url.removesuffix("/v1") + BATCHED_PATH
+            return completions_of(http.request_url("POST", url, body), len(samplings), url)
+
+        return self._call(request)
 
     def close(self) -> None:
         """Stop the server."""

@@ -53,8 +53,8 @@ class Backend(Protocol):
     """What LLMClient needs from a model: one chat completion, optionally constrained by a JSON schema.
 
     A backend may also have ``complete_many(messages, samplings) -> list[Completion]``: one reply (no
-    schema) per sampling, decoded together (`LLMClient.chat_many` uses it; the embedded model and the HTTP
-    backend have it)."""
+    schema) per sampling, decoded together (`LLMClient.chat_many` uses it; the embedded model, in process or
+    isolated, and the HTTP backend have it)."""
 
     @property
     def model_id(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,15 @@ ASK = [{"role": "user", "content": "Count from 1 to 50, separated by spaces."}]
 SHORT = SamplingParams(max_tokens=48)
 
 
-def _crash_mid_request(backend: IsolatedBackend, sig: signal.Signals) -> dict[str, Any]:
-    """Send a request in a thread, kill the server with `sig` once the request is in flight."""
+def _crash_mid_request(backend: IsolatedBackend, sig: signal.Signals,
+                       call: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Send a request (`call`, default one completion) in a thread, kill the server with `sig` once the
+    request is in flight."""
     outcome: dict[str, Any] = {}
 
     def ask() -> None:
         try:
-            outcome["completion"] = backend.complete(ASK, None, SHORT)
+            outcome["completion"] = call() if call is not None else backend.complete(ASK, None, SHORT)
         except Exception as exc:  # the test inspects it
             outcome["error"] = exc
 
@@ -67,6 +70,20 @@ def test_a_crash_is_retried_on_a_restarted_server(small_model_path: Path, tmp_pa
         assert outcome["completion"].completion_tokens > 0
         assert backend.crashes == 1 and backend.starts == 2
         assert (tmp_path / "server-1.log").exists() and (tmp_path / "server-2.log").exists()
+    finally:
+        backend.close()
+
+
+@pytest.mark.slow
+def test_a_crash_under_a_batched_request_is_retried_on_a_restarted_server(small_model_path: Path,
+                                                                          tmp_path: Path) -> None:
+    backend = IsolatedBackend(small_model_path, n_ctx=512, n_threads=2, crash_retries=1, log_dir=tmp_path)
+    samplings = [SHORT, SamplingParams(temperature=0.8, max_tokens=48, seed=1)]
+    try:
+        outcome = _crash_mid_request(backend, signal.SIGKILL, lambda: backend.complete_many(ASK, samplings))
+        assert "error" not in outcome, outcome
+        assert [c.completion_tokens > 0 for c in outcome["completion"]] == [True, True]
+        assert backend.crashes == 1 and backend.starts == 2
     finally:
         backend.close()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlgpt.llm.http import OpenAIHTTPBackend
+from rlgpt.llm.llama_server import BATCHED_PATH
 from rlgpt.llm.serve import free_port, vllm_command, wait_until_ready
 from rlgpt.llm.types import SamplingParams
 
@@ -207,6 +208,14 @@ def test_served_key_is_required_and_sent_by_the_client(small_model_path: Path, t
         with pytest.raises(urllib.error.HTTPError) as models:
             urllib.request.urlopen(base_url + "/models", timeout=30)
         assert models.value.code == 401
+        batched_url = f"http://127.0.0.1:{port}{BATCHED_PATH}"
+        batched = {"messages": [{"role": "user", "content": "Say yes."}],
+                   "samplings": [{"max_tokens": 2}] * 2}
+        with pytest.raises(urllib.error.HTTPError) as refused_batch:
+            urllib.request.urlopen(urllib.request.Request(
+                batched_url, method="POST", headers={"Content-Type": "application/json"},
+                data=json.dumps(batched).encode()), timeout=30)
+        assert refused_batch.value.code == 401
 
         monkeypatch.setenv("RLGPT_API_KEY", key)
         backend = build_backend(LLMConfig(backend="http", base_url=base_url, model="", max_retries=0))
@@ -214,6 +223,8 @@ def test_served_key_is_required_and_sent_by_the_client(small_model_path: Path, t
         reply = backend.complete([{"role": "user", "content": "Say yes."}], None,
                                  SamplingParams(max_tokens=2))
         assert 1 <= reply.completion_tokens <= 2
+        answer = backend.request_url("POST", batched_url, batched)  # with the key: decoded
+        assert [1 <= c["completion_tokens"] <= 2 for c in answer["completions"]] == [True, True]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
