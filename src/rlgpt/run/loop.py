@@ -51,7 +51,7 @@ from rlgpt.run.marks import (
     run_marks,
     training_marks,
 )
-from rlgpt.run.records import job_record, kept_writers, result_record, step
+from rlgpt.run.records import IterationRecord, JobRecord, job_record, kept_writers, result_record, step
 from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.tracking import LoopProgress
 
@@ -113,12 +113,12 @@ def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict
     return out
 
 
-def run_fallbacks(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+def run_fallbacks(records: Sequence[IterationRecord]) -> dict[str, list[str]]:
     """Every role's fallbacks over `records` (iterations, or a plan's links with their own), each named once:
     what a run's summary says it fell back to."""
     out: dict[str, list[str]] = {}
     for rec in records:
-        for role, names in rec.get("fallbacks", {}).items():
+        for role, names in (rec.fallbacks or {}).items():
             for name in names if isinstance(names, list) else [names]:
                 if name not in out.setdefault(role, []):
                     out[role].append(name)
@@ -174,7 +174,7 @@ class Loop:
         def remaining() -> int:
             return steps - (self.ledger.used - charged(start))
 
-        iterations: list[dict[str, Any]] = []
+        iterations: list[IterationRecord] = []
         slow_feedback = "none"
         index = 0
         done = False
@@ -206,32 +206,31 @@ class Loop:
                                          candidates * self.eval_bound(task)) // candidates
                 if budget <= 0 and not layout.training_record(it_dir).is_file():
                     # What the probes left cannot pay for a training and its evaluation: the run ends here.
-                    iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
-                                       "ok": False, "success_rate": 0.0, "steps": 0,
-                                       "steps_by_kind": self.ledger.since(before),
-                                       "macros": [m.name for m in reply.macros], "critic": "",
-                                       "written_by": kept_writers(fast), "stopped": "budget"})
+                    iterations.append(IterationRecord(
+                        index=index, outer=outer, inner=inner, dir=it_dir.name, ok=False, success_rate=0.0,
+                        steps=0, steps_by_kind=self.ledger.since(before),
+                        macros=[m.name for m in reply.macros], critic="", written_by=kept_writers(fast),
+                        stopped="budget"))
                     done = True
                     break
                 self.progress.phase("train", index, task)
-                evaluation = step(layout.training_record(it_dir), self.train_step, it_dir, task, reply,
-                                  budget, start_pool, options, training_marks(marks, covered),
-                                  self.steps_counted())
-                self.count("train", evaluation["steps"])
+                evaluation = JobRecord.from_dict(step(
+                    layout.training_record(it_dir), self.train_step, it_dir, task, reply, budget, start_pool,
+                    options, training_marks(marks, covered), self.steps_counted()))
+                self.count("train", evaluation.steps)
                 covered = self.steps_counted()
-                self.count("eval", evaluation.get("eval_steps", 0))
+                self.count("eval", evaluation.eval_steps)
 
                 self.progress.phase("critic", index, task)
                 feedback = step(it_dir / layout.CRITIC_JSON, self.critic_step, task, index, decomposition,
                                 it_dir, fast, evaluation)
 
-                iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
-                                   "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
-                                   "steps": evaluation["steps"], "steps_by_kind": self.ledger.since(before),
-                                   "macros": [m.name for m in reply.macros],
-                                   "written_by": kept_writers(fast),
-                                   "search": fast.get("search"), "critic": feedback["target"],
-                                   "fallbacks": iteration_fallbacks(slow, fast, feedback)})
+                iterations.append(IterationRecord(
+                    index=index, outer=outer, inner=inner, dir=it_dir.name, ok=evaluation.ok,
+                    success_rate=evaluation.success_rate, steps=evaluation.steps,
+                    steps_by_kind=self.ledger.since(before), macros=[m.name for m in reply.macros],
+                    written_by=kept_writers(fast), search=fast.get("search"), critic=feedback["target"],
+                    fallbacks=iteration_fallbacks(slow, fast, feedback)))
                 index += 1
                 if feedback["target"] == "done":
                     done = True
@@ -343,15 +342,15 @@ class Loop:
         return job_record(self.executor.run(dataclasses.replace(job, eval_split="test")))
 
     def critic_step(self, task: str, index: int, decomposition: Decomposition, it_dir: Path,
-                    fast: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+                    fast: dict[str, Any], evaluation: JobRecord) -> dict[str, Any]:
         """Done without asking when the success threshold is reached; otherwise the critic's feedback."""
-        if evaluation["success_rate"] >= self.cfg.success_threshold:
+        if evaluation.success_rate >= self.cfg.success_threshold:
             return {"by": "threshold", "target": "done", "problems": [], "suggestions": []}
         probes = [ProbeReport.from_dict(p) for p in json.loads((it_dir / layout.PROBES_JSON).read_text())]
         diagnostics = fast_diagnostics(fast)
-        if evaluation["error"]:
-            diagnostics.append(f"training failed: {evaluation['error']}")
-        args = (task, index + 1, decomposition, probes, evaluation["report"], diagnostics)
+        if evaluation.error:
+            diagnostics.append(f"training failed: {evaluation.error}")
+        args = (task, index + 1, decomposition, probes, evaluation.report, diagnostics)
         # A reply that never validates is a "fast" decision carrying the error (the run goes on).
         feedback, error = self.agents.critic.review_or_fallback(*args)
         record = {"by": "critic", **feedback.to_dict(),
@@ -400,13 +399,12 @@ class Loop:
                 chain.append(Skill(**skill))
             link = sub_dir / layout.SUMMARY_JSON  # absent when the link's skill came from the library
             link_fallbacks = json.loads(link.read_text()).get("fallbacks", {}) if link.exists() else {}
-            parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
-                          "fallbacks": link_fallbacks,
-                          "ok": skill is not None, "success_rate": skill["success_rate"] if skill else 0.0,
-                          "steps": choice["steps"], "prefix_steps": starts["steps"],
-                          "steps_by_kind": self.ledger.since(before),
-                          "start_states": starts["reached"], "critic": "",
-                          "macros": [m["name"] for m in (skill or {}).get("macros", [])]})
+            parts.append(IterationRecord(
+                index=i, dir=sub_dir.name, task=sub.name, source=choice["source"], fallbacks=link_fallbacks,
+                ok=skill is not None, success_rate=skill["success_rate"] if skill else 0.0,
+                steps=choice["steps"], prefix_steps=starts["steps"], steps_by_kind=self.ledger.since(before),
+                start_states=starts["reached"], critic="",
+                macros=[m["name"] for m in (skill or {}).get("macros", [])]))
         self.progress.phase("chain", len(subtasks) - 1, task)
         evaluation = step(run_dir / layout.CHAIN_JSON, contained_run_chain, chain, task,
                           self.cfg.eval_episodes, self.cfg.train.env.episode_length, self.cfg.seed,
@@ -479,42 +477,43 @@ class Loop:
         return {"source": source, "steps": summary["steps_used"], "steps_by_kind": by_kind,
                 "skill": dataclasses.asdict(skill)}
 
-    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                   start: dict[str, int], with_marks: bool = True) -> dict:
         """`_summarize`'s record with ``fallbacks``: every role's fallbacks over the iterations
         (`run_fallbacks`)."""
         return {**self._summarize(task, run_dir, steps, iterations, start, with_marks),
                 "fallbacks": run_fallbacks(iterations)}
 
-    def _summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def _summarize(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                    start: dict[str, int], with_marks: bool = True) -> dict:
         """The result record: the best iteration (highest success, then the earliest) among those whose
         training and evaluation finished (None when none did), every step counted since `start` (the
         ledger when the loop began; the selected policy's test evaluation and the marks' included), and
         (with `with_marks`) the test evaluations at the run's budget marks."""
-        finished = [it for it in iterations if it.get("ok", True)]
-        best = max(finished, key=lambda it: (it["success_rate"], -it["index"]), default=None)
+        finished = [it for it in iterations if it.ok]
+        best = max(finished, key=lambda it: (it.success_rate, -it.index), default=None)
         if best is None:
             marks = self.marks_step(task, run_dir, steps, iterations, {}, with_marks)
             return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), {}, iterations,
                                  best=None, checkpoint=None, **marks)
-        best_dir = run_dir / best["dir"]
-        validation = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
+        best_dir = run_dir / best.dir
+        validation = JobRecord.read(layout.training_record(best_dir)).report or {}
         # Selection above saw validation episodes only; the reported result is a fresh evaluation of the
         # selected policy on test episodes (validation's when the iteration predates kept jobs).
-        test = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
-        self.count("test_eval", (test or {}).get("eval_steps", 0))
-        report = (test or {}).get("report") or {}
+        tested = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
+        test = JobRecord.from_dict(tested) if tested else None
+        self.count("test_eval", test.eval_steps if test else 0)
+        report = (test.report if test else None) or {}
         if not report:
             report = validation
         marks = self.marks_step(task, run_dir, steps, iterations, report, with_marks)
         return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), report, iterations,
-                             best=best["dir"],
+                             best=best.dir,
                              checkpoint=str(selected_train_dir(best_dir)),
                              validation_success_rate=float(validation.get("success_rate", 0.0)),
-                             test_error=(test or {}).get("error"), **marks)
+                             test_error=test.error if test else None, **marks)
 
-    def marks_step(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def marks_step(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                    final: dict[str, Any], with_marks: bool = True) -> dict[str, Any]:
         """``marks`` and ``steps_to_success``: every budget mark's policy (saved by the iteration's training
         that crossed it) evaluated on test seeds, the `final` (reported) test result for marks the run never
@@ -525,11 +524,11 @@ class Loop:
             self.progress.phase("marks", max(len(iterations) - 1, 0), task)
         jobs, trained_until = [], 0
         for it in iterations:
-            it_dir = run_dir / it["dir"]
-            record = (json.loads(layout.training_record(it_dir).read_text())
-                      if layout.training_record(it_dir).is_file() else {})
-            if record.get("candidates"):  # every candidate in the order k, each with its own window
-                for cand in record["candidates"]:
+            it_dir = run_dir / it.dir
+            record = (JobRecord.read(layout.training_record(it_dir))
+                      if layout.training_record(it_dir).is_file() else JobRecord())
+            if record.candidates:  # every candidate in the order k, each with its own window
+                for cand in record.candidates:
                     job = TrainJob.from_dict(cand["job"])
                     jobs.append(job)
                     trained_until = max(trained_until, job.config.mark_offset + cand["steps"])
@@ -537,11 +536,11 @@ class Loop:
             try:
                 saved_job = (it_dir / layout.TRAIN_JOB_JSON).read_text()
             except OSError:  # trained before jobs were kept (and marks): its steps are all it tells
-                trained_until += it["steps"]
+                trained_until += it.steps
                 continue
             job = TrainJob.from_dict(json.loads(saved_job))
             jobs.append(job)
-            trained_until = max(trained_until, job.config.mark_offset + it["steps"])
+            trained_until = max(trained_until, job.config.mark_offset + it.steps)
         entries = evaluate_marks(self.cfg, task, self.executor, jobs, final, trained_until, steps)
         self.count("test_eval", marks_steps(entries))
         return marks_record(entries)
@@ -553,15 +552,15 @@ def candidates_record(jobs: list[TrainJob], results: list[JobResult]) -> dict[st
     did) with ``selected`` (its k) and ``candidates`` (each one's k, seed, dir, ok, error, steps,
     eval_steps, validation success, and its job), except ``steps`` and ``eval_steps``, which are every
     candidate's together: what the iteration cost, what the ledger charges."""
-    records = [job_record(r) for r in results]
-    selected = max(range(len(records)), key=lambda k: (records[k]["ok"], records[k]["success_rate"], -k))
-    return {**records[selected], "selected": selected,
-            "steps": sum(r["steps"] for r in records), "eval_steps": sum(r["eval_steps"] for r in records),
-            "candidates": [{"k": k, "seed": job.config.seed, "dir": r["run_dir"], "ok": r["ok"],
-                            "error": r["error"], "steps": r["steps"], "eval_steps": r["eval_steps"],
-                            "success_rate": r["success_rate"], "attempts": r["attempts"],
-                            "job": job.to_dict()}
-                           for k, (job, r) in enumerate(zip(jobs, records, strict=True))]}
+    records = [JobRecord.of(r) for r in results]
+    selected = max(range(len(records)), key=lambda k: (records[k].ok, records[k].success_rate, -k))
+    return dataclasses.replace(
+        records[selected], selected=selected, steps=sum(r.steps for r in records),
+        eval_steps=sum(r.eval_steps for r in records),
+        candidates=[{"k": k, "seed": job.config.seed, "dir": r.run_dir, "ok": r.ok, "error": r.error,
+                     "steps": r.steps, "eval_steps": r.eval_steps, "success_rate": r.success_rate,
+                     "attempts": r.attempts, "job": job.to_dict()}
+                    for k, (job, r) in enumerate(zip(jobs, records, strict=True))]).to_dict()
 
 
 def selected_train_dir(it_dir: Path) -> Path:
