@@ -149,13 +149,15 @@ def critic_schema(decomposition: Decomposition | None) -> dict[str, Any]:
 class Critic:
     """Probes + evaluation + diagnostics in, typed `Feedback` out."""
 
-    def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
+    def __init__(self, client: LLMClient, config: AgentConfig | None = None, *,
+                 start: StartSummary | None = None) -> None:
+        """Args: client: the LLM; config: agent knobs; start: the attribute (default: fresh worlds)."""
         self.client = client
         self.config = config or AgentConfig()
-        self.start: StartSummary | None = None
+        self.start: StartSummary | None = start
         """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
         of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
-        sets it per subtask."""
+        builds its agents per subtask with it (`rlgpt.run.loop.Agents.starting_from`)."""
 
     def prompt(self, task: str, iteration: int, decomposition: Decomposition | None,
                probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,

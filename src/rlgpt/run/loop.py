@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from rlgpt.envs.crafter import GameState
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.llm.errors import ContextOverflowError
 from rlgpt.llm.types import Message
-from rlgpt.macro.code_skills import code_skills
+from rlgpt.macro.code_skills import CodeSkill, code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
 from rlgpt.run.executor import Executor, JobResult, TrainJob
@@ -82,13 +82,21 @@ class Agents:
     fast: FastAgent
     critic: Critic
 
-    def start_from(self, states: Sequence[GameState]) -> StartSummary | None:
-        """Tell every role where the task's episodes start: `states` (a chain's later subtask, its start
-        pool), or a fresh world when empty. Returns the summary the prompts state (None for fresh worlds)."""
+    def starting_from(self, states: Sequence[GameState], code_skills: Mapping[str, CodeSkill] | None = None,
+                      on_phase: Callable[[str], None] | None = None) -> Agents:
+        """The roles for a task whose episodes start from `states` (a chain's later subtask, its start pool;
+        a fresh world when empty): each constructed with the summary its prompts state (``start``:
+        `StartSummary`, None for fresh worlds), the fast agent also with the states themselves and, when
+        given, the chain's `code_skills` and `on_phase`; everything else as these roles have it."""
         start = StartSummary.of(states) if states else None
-        self.slow.start = self.fast.start = self.critic.start = start
-        self.fast.start_states = tuple(states)
-        return start
+        fast = self.fast
+        return Agents(
+            type(self.slow)(self.slow.client, self.slow.config, start=start),
+            type(fast)(fast.client, fast.config, fast.limits, fast.contain, start=start,
+                       start_states=tuple(states), library_skills=fast.library_skills,
+                       code_skills=fast.code_skills if code_skills is None else code_skills,
+                       on_phase=on_phase or fast.on_phase),
+            type(self.critic)(self.critic.client, self.critic.config, start=start))
 
 
 def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict[str, Any]) -> dict[str, str]:
@@ -158,14 +166,18 @@ class Loop:
         return self.ledger.used
 
     def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None,
-                 options: tuple[str, ...] = (), with_marks: bool = True) -> dict[str, Any]:
+                 options: tuple[str, ...] = (), with_marks: bool = True,
+                 code_skills: Mapping[str, CodeSkill] | None = None) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record.
         Trainings start their episodes from `start_pool`'s states when given and have the stored policies in
-        `options` as actions (a chain's later subtask). With `with_marks` the trainings save the run's
-        budget marks and the summary evaluates them (`rlgpt.run.marks`; a planner's subtasks do not)."""
+        `options` as actions, and macros may call `code_skills` (a chain's later subtask). With `with_marks`
+        the trainings save the run's budget marks and the summary evaluates them (`rlgpt.run.marks`; a
+        planner's subtasks do not)."""
         cfg = self.cfg
-        # The agents plan, write and probe code for what the start states still lack.
-        self.agents.start_from(load_pool(start_pool) if start_pool else ())
+        # The agents plan, write and probe code for what the start states still lack; the fast agent's
+        # probes show on the progress line as phases of the iteration under way.
+        self.agents = self.agents.starting_from(load_pool(start_pool) if start_pool else (), code_skills,
+                                                on_phase=self.progress.within)
         per_iteration = cfg.iteration_budget(steps)
         marks = run_marks(cfg, steps) if with_marks else ()
         covered = self.steps_counted()  # the run's count where the last training ended
@@ -192,7 +204,6 @@ class Loop:
                 decomposition = Decomposition.from_dict(slow["decomposition"])
 
                 self.progress.phase("fast", index, task)
-                self.agents.fast.on_phase = lambda phase, i=index: self.progress.phase(phase, i, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
                             fast_feedback, fast_notes)
                 reply = FastReply.from_dict(fast["reply"])
@@ -380,15 +391,15 @@ class Loop:
             if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
                 starts = step(sub_dir / layout.START_POOL_JSON, self.start_step, chain, sub_dir)
             self.count("prefix", starts["steps"])
-            # The chain's macros so far that reached their goals are callable skills of this subtask's.
-            self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
             # The chain's trained policies so far are actions (options) of this subtask's trainings.
             options = tuple(str(s.policy_dir) for s in chain) if self.cfg.chain_options else ()
             # A subtask's share of the budget, no more than what the run has left.
             share = min(steps // len(subtasks), steps - (self.ledger.used - charged(start)))
             chosen = self.ledger.by_kind()
+            # The chain's macros so far that reached their goals are callable skills of this subtask's.
+            skills = code_skills([m for s in chain for m in s.macros])
             choice = step(sub_dir / layout.SKILL_CHOICE_JSON, self.skill_step, sub.name, sub_dir,
-                          share, library, starts["pool"], options)
+                          share, library, starts["pool"], options, skills)
             # The subtask's steps as its record says (its loop counted them when it ran; a resumed run reads
             # the record instead): the ledger is the same either way.
             self.ledger.restore(chosen)
@@ -447,15 +458,16 @@ class Loop:
                 **({"error": found["error"]} if "error" in found else {})}
 
     def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
-                   start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
+                   start_pool: str | None = None, options: tuple[str, ...] = (),
+                   code_skills: Mapping[str, CodeSkill] | None = None) -> dict[str, Any]:
         """A subtask's skill: the library's best entry meeting the threshold, or the loop's best iteration
-        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given and
-        with the stored policies in `options` as actions."""
+        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given,
+        with the stored policies in `options` as actions and `code_skills` callable by its macros."""
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "steps_by_kind": {}, "skill": dataclasses.asdict(found)}
         summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
-                       options, False)
+                       options, False, code_skills)
         by_kind = steps_by_kind(summary)
         if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
             return {"source": "trained, failed", "steps": summary["steps_used"], "steps_by_kind": by_kind,
