@@ -41,6 +41,7 @@ from rlgpt.llm.types import Message
 from rlgpt.macro.code_skills import CodeSkill, code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
+from rlgpt.run.chain import chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.run.executor import Executor, JobResult, TrainJob
 from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
 from rlgpt.run.marks import (
@@ -52,7 +53,7 @@ from rlgpt.run.marks import (
     training_marks,
 )
 from rlgpt.run.records import IterationRecord, JobRecord, job_record, kept_writers, result_record, step
-from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
+from rlgpt.run.skills import Skill, SkillLibrary
 from rlgpt.tracking import LoopProgress
 
 
