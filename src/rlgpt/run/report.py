@@ -560,14 +560,8 @@ def _marks_png(summaries: list[dict[str, Any]], path: Path) -> bool:
                     ax.annotate(f"n={n}", (m, mean), textcoords="offset points", xytext=(4, 4), fontsize=7,
                                 color=line.get_color())
         ax.set_title(task)
-        ax.set_xlabel("primitive steps")
-        ax.set_ylabel("test success")
-        ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        _success_axes(ax, "primitive steps", "test success")
+    _save(fig, path)
     return True
 
 
@@ -580,15 +574,27 @@ def _iterations_png(summaries: list[dict[str, Any]], path: Path) -> bool:
         its = iteration_records(s)
         ax.plot([it.index + 1 for it in its], [it.success_rate for it in its], marker="o",
                 label=f"{s['task']} / {variant(s)} / seed {s.get('seed', '?')}")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("evaluation success (validation)")
+    _success_axes(ax, "iteration", "evaluation success (validation)")
+    _save(fig, path)
+    return True
+
+
+def _success_axes(ax: Any, xlabel: str, ylabel: str) -> None:
+    """A success-rate panel's axes: labels, the 0-1 range with a margin, a light grid and the legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def _save(fig: Any, path: Path) -> None:
+    """Write `fig` to `path` as the report's PNGs are (tight, 100 dpi) and free it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return True
 
 
 def crafter_section(summaries: list[dict[str, Any]], png: Path, budget: int | None = None) -> str:
