@@ -35,7 +35,7 @@ from rlgpt.macro.probe import probe_macro
 from rlgpt.macro.reward import compile_reward
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import play_episode
-from rlgpt.rl.workers import set_memory_limit
+from rlgpt.rl.worker_memory import set_memory_limit
 from rlgpt.run.baselines import play_macro_policy
 
 CONFIG = AgentConfig(probe_seeds=(0, 1, 2), probe_max_steps=200, reward_dry_run_steps=20)

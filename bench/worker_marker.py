@@ -1,4 +1,4 @@
-"""Cost of the running-macro marker (`rlgpt.rl.workers.MarkRunningMacro`) per macro call.
+"""Cost of the running-macro marker (`rlgpt.rl.macro_marker.MarkRunningMacro`) per macro call.
 
 Run: ``OMP_NUM_THREADS=1 python bench/worker_marker.py [--calls N]``. Baseline: a one-step macro called
 through `MacroActionWrapper` on CrafterEnv (the cheapest real macro call). Measured: the same through
@@ -20,7 +20,7 @@ import gymnasium
 
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.runtime import MacroActionWrapper
-from rlgpt.rl.workers import MacroMarker, MarkRunningMacro
+from rlgpt.rl.macro_marker import MacroMarker, MarkRunningMacro
 
 ONE_STEP = """
 def one_step(game):

@@ -430,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlgpt.macro.files import MacroFileError
     from rlgpt.rl.checkpoint import CheckpointError
     from rlgpt.rl.evaluate import EvalError
-    from rlgpt.rl.workers import WorkerDiedError
+    from rlgpt.rl.worker_watch import WorkerDiedError
     from rlgpt.run.report import ReportError
     from rlgpt.rundir import RunDirError
 

@@ -650,7 +650,7 @@ class RunConfig:
     chain_starts: int = 16
     """Start states a planned chain's later subtask trains from: the planner plays the chain's earlier skills
     from fresh worlds and saves up to this many states where they all reached their goals
-    (`rlgpt.run.skills.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
+    (`rlgpt.run.chain.chain_start_pool`; its steps count against the budget as chain-prefix steps). 0 trains
     every subtask from fresh worlds. The chain's own evaluation always plays from fresh worlds."""
     chain_options: bool = True
     """A planned chain's later subtasks get the earlier links' trained policies as actions (options,

@@ -365,6 +365,13 @@ class LoopProgress:
             self._ticker.start()
         self.last = line
 
+    def within(self, phase: str) -> None:
+        """Announce `phase` of the iteration and task of the phase open now (a step inside it: the fast
+        agent's probes, `rlgpt.agents.fast.FastAgent.on_phase`); nothing when no phase is open."""
+        if self._open is not None:
+            task, iteration, _, _ = self._open
+            self.phase(phase, iteration, task)
+
     def close(self) -> None:
         """End the last phase (its time goes to `log_path`) and print the wall time by phase."""
         self._close()

@@ -62,11 +62,12 @@ def test_the_recipe_fallback_plans_only_what_the_start_lacks() -> None:
 
 @pytest.mark.parametrize("role", ["slow", "fast", "fast_reward", "fast_setup", "critic"])
 def test_every_role_is_told_where_the_episodes_start(role) -> None:
-    """`Agents.start_from` reaches every role's prompt; an empty start puts them back to fresh worlds."""
-    agents = Agents(SlowAgent(None), FastAgent(None), Critic(None))  # prompts only: no model is asked
+    """`Agents.starting_from` reaches every role's prompt; an empty start puts them back to fresh
+    worlds."""
+    fresh_agents = Agents(SlowAgent(None), FastAgent(None), Critic(None))  # prompts only: no model is asked
     sub = SubAction("get_wood", "collect one wood", "code", "wood", "recipe")
 
-    def task_text() -> str:
+    def task_text(agents: Agents) -> str:
         prompt = {"slow": lambda: agents.slow.prompt("make_stone_pickaxe"),
                   "fast": lambda: None,
                   "fast_reward": lambda: agents.fast.reward_prompt("make_stone_pickaxe",
@@ -77,13 +78,16 @@ def test_every_role_is_told_where_the_episodes_start(role) -> None:
             return "\n".join(m["content"] for m in agents.fast.macro_messages("make_stone_pickaxe", sub))
         return prompt.values["task"]
 
-    fresh = task_text()
-    start = agents.start_from(STATES)  # after collecting wood and placing a table, on real worlds
+    fresh = task_text(fresh_agents)
+    started = fresh_agents.starting_from(STATES)  # after collecting wood and placing a table, on real worlds
+    start = started.fast.start
     assert start == StartSummary.of(STATES) and "place_table" in start.unlocked
-    assert start.describe() in task_text() and start.describe() not in fresh
-    assert agents.fast.start_states == tuple(STATES)
-    assert agents.start_from(()) is None
-    assert task_text() == fresh and agents.fast.start_states == ()
+    assert started.slow.start == started.critic.start == start
+    assert start.describe() in task_text(started) and start.describe() not in fresh
+    assert started.fast.start_states == tuple(STATES)
+    again = started.starting_from(())
+    assert again.fast.start is None and again.slow.start is None and again.critic.start is None
+    assert task_text(again) == fresh and again.fast.start_states == ()
 
 
 def test_a_reply_that_redoes_the_chains_prefix_keeps_only_what_is_missing() -> None:
@@ -105,3 +109,25 @@ def test_a_reply_that_redoes_the_chains_prefix_keeps_only_what_is_missing() -> N
     only_done, _ = check_goals({"subactions": [sub("table", "place_table")]}, "make_stone_pickaxe", "full",
                                AFTER_STONE)
     assert [s["goal"] for s in only_done["subactions"]] == ["make_stone_pickaxe"]
+
+
+def test_starting_from_keeps_what_the_roles_were_constructed_with() -> None:
+    """A subtask's roles are constructed anew (`Agents.starting_from`): its start and the chain's skills
+    change, the rest is what the run's roles were constructed with."""
+    from rlgpt.config import AgentConfig
+    from rlgpt.macro.code_skills import CodeSkill
+    from rlgpt.macro.contain import ContainLimits
+
+    config, contain = AgentConfig(samples=3, env_doc="none"), ContainLimits(memory_mb=700)
+    wood = CodeSkill("get_wood", "collect wood", "collect_wood", "def get_wood(game):\n    yield 0\n", 1.0)
+    phases: list[str] = []
+    run = Agents(SlowAgent(None, config), FastAgent(None, config, contain=contain, on_phase=phases.append,
+                                                    library_skills={"get_wood": wood}), Critic(None, config))
+    sub = run.starting_from(STATES, code_skills={"chain_wood": wood})
+    assert sub.slow.config is sub.fast.config is sub.critic.config is config
+    assert sub.fast.contain is contain and sub.fast.library_skills == {"get_wood": wood}
+    assert sub.fast.code_skills == {"chain_wood": wood}
+    sub.fast.on_phase("probe")
+    assert phases == ["probe"]
+    # Without new skills the fast agent keeps its own.
+    assert sub.starting_from(()).fast.code_skills == {"chain_wood": wood}

@@ -28,9 +28,8 @@ CONFIG = AgentConfig(samples=2, repair_retries=1, probe_repair_retries=0, code_m
 @pytest.mark.slow
 def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: LLMClient,
                                                                         recording: Recording) -> None:
-    agent = FastAgent(client, CONFIG)
     phases: list[str] = []
-    agent.on_phase = phases.append
+    agent = FastAgent(client, CONFIG, on_phase=phases.append)
     choice = agent.write_macro("collect_wood", CHOP)
     assert [c.index for c in choice.candidates] == [0, 1]
     # Candidate i was sampled at temperature > 0 with its own seed, so both are real model calls.
@@ -237,7 +236,8 @@ def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(
                                           probe_seeds=(0,), probe_max_steps=200, goal_fallback=False))
     plain = agent.macro_messages("place_table", CHOP)[1]["content"]
     wood = 'def get_wood(game):\n    ok = yield from game.collect("wood", 2)\n'
-    agent.code_skills = {"get_wood": CodeSkill("get_wood", "collect two wood", "wood", wood, 1.0)}
+    agent = FastAgent(client, agent.config,
+                      code_skills={"get_wood": CodeSkill("get_wood", "collect two wood", "wood", wood, 1.0)})
     messages = agent.macro_messages("place_table", CHOP)
     assert "skills" not in plain and "skills.get_wood(game): collect two wood" in messages[1]["content"]
     reply = "```python\ndef chop_tree(game):\n    ok = yield from skills.get_wood(game)\n```"

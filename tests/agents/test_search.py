@@ -54,9 +54,8 @@ class Scripted:
 
 def test_the_search_stops_at_the_first_candidate_that_reaches_the_goal_in_every_probe_call() -> None:
     backend = Scripted(lambda messages, schema, s: {1: GOOD}.get(s.seed, IDLE))
-    agent = FastAgent(LLMClient(backend), SEARCH)
     phases: list[str] = []
-    agent.on_phase = phases.append
+    agent = FastAgent(LLMClient(backend), SEARCH, on_phase=phases.append)
     choice = agent.write_macro("collect_wood", CHOP)
     # The four samples were decoded together, once; candidate 2 (seed 1) reached the goal in every probe
     # call, so candidates 3 and 4 were never compiled or probed and no repair round was asked for.

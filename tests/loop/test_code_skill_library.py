@@ -155,8 +155,8 @@ def test_retrieval_follows_the_goal_graph_then_words(tmp_path: Path) -> None:
 
     # The fast agent lists the library's relevant skills in the sub-action's prompt and links any of them.
     client = build_client(smoke_config(tmp_path / "run").llm, backend=ScriptedLLM({}))
-    fast = FastAgent(client, AgentConfig(api="basic"))
-    fast.library_skills = {"get_wood": skill("get_wood", "wood", code=chop_source("get_wood"))}
+    fast = FastAgent(client, AgentConfig(api="basic"),
+                     library_skills={"get_wood": skill("get_wood", "wood", code=chop_source("get_wood"))})
     text = fast.skills_text(SubAction("pickaxe", "make a wood pickaxe", "code", "make_wood_pickaxe", ""))
     assert "skills.get_wood(game)" in text
     assert fast.skills_text(SubAction("drink", "drink water", "code", "collect_drink", "")) == ""

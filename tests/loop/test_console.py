@@ -106,3 +106,19 @@ def test_a_verbose_training_leaves_the_next_one_in_the_process_quiet(monkeypatch
     monkeypatch.setattr(worker_boot, "_USER_CONSOLE_LEVEL", "WARNING")  # the user's own choice holds
     worker_boot.boot_trainer(verbose=False)
     assert os.environ[SF_CONSOLE_LEVEL_ENV] == "WARNING"
+
+
+def test_a_step_inside_a_phase_is_announced_for_the_iteration_under_way() -> None:
+    """`LoopProgress.within` (the fast agent's probes): the open phase's iteration and task, nothing before
+    any phase."""
+    stream = io.StringIO()
+    progress = LoopProgress(4096, 3, stream=stream)
+    progress.within("probe")
+    assert stream.getvalue() == ""
+    progress.phase("fast", 1, "collect_wood")
+    progress.within("probe")
+    progress.within("fast")
+    lines = [line for line in stream.getvalue().splitlines() if line.startswith("rlgpt run:")]
+    assert [line.split(" | ")[:3] for line in lines] == [
+        ["rlgpt run: collect_wood", "iteration 2/3", phase] for phase in ("fast  ", "probe ", "fast  ")]
+    progress.close()

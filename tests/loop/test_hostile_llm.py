@@ -5,7 +5,7 @@ falls back (slow -> the recipe graph, fast -> no macros / default reward and set
 run ends with its summary, on an achievement no prompt example names and on the run's defaults otherwise.
 
 Seen here first: the trusted goal macro spun forever without a step (grass faced under a cow) and the
-training hung at 0 FPS; both are mended (`macro.control._Spin`, `rl.workers.WorkerWatch` hang_s)."""
+training hung at 0 FPS; both are mended (`macro.control._Spin`, `rl.worker_watch.WorkerWatch` hang_s)."""
 
 from __future__ import annotations
 

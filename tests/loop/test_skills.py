@@ -15,8 +15,9 @@ from rlgpt.config import builtin_config_path, load_config
 from rlgpt.llm.config import build_client
 from rlgpt.rl.train import train
 from rlgpt.rl.worker_config import worker_config
+from rlgpt.run.chain import run_chain
 from rlgpt.run.runner import run, uses_planner
-from rlgpt.run.skills import SkillLibrary, run_chain
+from rlgpt.run.skills import SkillLibrary
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,7 @@ def test_chain_start_pool_keeps_states_where_every_skill_reached_its_goal(tmp_pa
                                                                          trained: Path) -> None:
     import torch
 
-    from rlgpt.run.skills import chain_start_pool
+    from rlgpt.run.chain import chain_start_pool
 
     torch.manual_seed(0)  # the policy samples its actions
     wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)
@@ -181,7 +182,7 @@ def test_contained_chain_plays_as_in_process_and_its_failure_is_a_record(tmp_pat
     seconds that loading a policy and playing 400 steps take) is a 0-success record with the error, and
     the loop's process goes on."""
     from rlgpt.macro.contain import ContainLimits
-    from rlgpt.run.skills import contained_run_chain, contained_start_pool
+    from rlgpt.run.chain import contained_run_chain, contained_start_pool
 
     wood = SkillLibrary(tmp_path / "lib").add("collect_wood", 0.5, 2048, {}, trained)
     result = contained_run_chain([wood], "collect_wood", episodes=2, episode_length=200, seed=0)

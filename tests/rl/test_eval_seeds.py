@@ -4,7 +4,7 @@ import pytest
 
 from rlgpt.rl.checkpoint import EvalError
 from rlgpt.rl.evaluate import EPISODES_PER_SEED, MAX_RUN_SEED, SPLITS, eval_seed
-from rlgpt.run.skills import PREFIX_SEED_BASE
+from rlgpt.run.chain import PREFIX_SEED_BASE
 
 
 def test_validation_and_test_seeds_are_disjoint_and_far_from_training() -> None:

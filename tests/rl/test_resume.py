@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from rlgpt.config import builtin_config_path
-from rlgpt.rl.workers import read_marker
+from rlgpt.rl.macro_marker import read_marker
 from rlgpt.tracking import read_metrics
 
 pytestmark = pytest.mark.slow

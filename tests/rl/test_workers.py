@@ -1,4 +1,5 @@
-"""Worker-process defences (`rlgpt.rl.workers`): the memory backstop and the running-macro marker.
+"""Worker-process defences: the memory backstop (`rlgpt.rl.worker_memory`), the running-macro marker
+(`rlgpt.rl.macro_marker`) and the trainer's watch (`rlgpt.rl.worker_watch`).
 
 The end-to-end behaviour (a real Sample Factory env worker dying mid-macro, the run stopping with one line
 and resuming) is in test_resume.py.
@@ -26,15 +27,11 @@ from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.envs.engine import CompiledBatch
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.macro_marker import MacroMarker, MarkRunningMacro, read_marker
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.sf_env import SFEnvFactory
-from rlgpt.rl.workers import (
-    MacroMarker,
-    MarkRunningMacro,
-    WorkerDeath,
-    data_segment_bytes,
-    read_marker,
-)
+from rlgpt.rl.worker_memory import data_segment_bytes
+from rlgpt.rl.worker_watch import WorkerDeath
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
@@ -70,7 +67,7 @@ def test_marker_says_which_macro_runs_and_outlives_its_process(tmp_path):
     dead = tmp_path / "dead"
     code = f"""
         import os, signal
-        from rlgpt.rl.workers import MacroMarker
+        from rlgpt.rl.macro_marker import MacroMarker
         MacroMarker({str(dead)!r}).running(MacroMarker.encode("doomed"))
         os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -145,7 +142,7 @@ MEMORY_CHILD = """
     from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
     from rlgpt.macro.runtime import MacroActionWrapper
     from rlgpt.macro.sandbox import MacroLimits
-    from rlgpt.rl.workers import set_memory_limit
+    from rlgpt.rl.worker_memory import set_memory_limit
 
     HOG = '''
     def hog(game):
@@ -186,7 +183,7 @@ def test_os_memory_limit_costs_one_failed_macro_call_and_the_process_goes_on():
 def test_memory_limit_is_sized_from_current_usage_and_never_raised():
     code = """
         import json, resource
-        from rlgpt.rl.workers import data_segment_bytes, set_memory_limit
+        from rlgpt.rl.worker_memory import data_segment_bytes, set_memory_limit
         before = data_segment_bytes()
         first = set_memory_limit(64)
         looser = set_memory_limit(4096)  # never loosens an existing limit
@@ -212,7 +209,8 @@ def test_env_factory_applies_the_backstop_only_in_worker_processes(tmp_path, hea
         from rlgpt.config import load_config
         from rlgpt.rl.sf_env import make_gym_env, register_task_env
         from rlgpt.rl.sf_config import build_sf_config
-        from rlgpt.rl.workers import data_segment_bytes, read_marker
+        from rlgpt.rl.macro_marker import read_marker
+        from rlgpt.rl.worker_memory import data_segment_bytes
 
         cfg = load_config(None, ["macros.file={macro_file}", "macros.memory_limit_mb={headroom_mb}"])
         run_dir = {str(tmp_path / "run")!r}
@@ -283,7 +281,7 @@ def test_a_sf_child_whose_trainer_is_gone_exits_when_it_unpickles_the_env_factor
 STUCK_TRAINER = textwrap.dedent(
     """
     import multiprocessing, os, signal, sys, threading, time
-    from rlgpt.rl.workers import StopDeadline
+    from rlgpt.rl.worker_watch import StopDeadline
 
     if __name__ == "__main__":
         ctx = multiprocessing.get_context("spawn")
@@ -334,7 +332,7 @@ def test_stop_grace_config_knob():
 HUNG_WORKER = textwrap.dedent(
     """
     import sys, time
-    from rlgpt.rl.workers import MacroMarker
+    from rlgpt.rl.macro_marker import MacroMarker
     marker = MacroMarker(sys.argv[1])
     marker.running(MacroMarker.encode(sys.argv[2]))
     print("running", flush=True)
@@ -353,7 +351,8 @@ def test_the_watch_kills_a_worker_whose_macro_call_hangs_and_names_it(tmp_path, 
 
     from signal_slot.signal_slot import EventLoop
 
-    from rlgpt.rl.workers import WorkerWatch, markers_dir
+    from rlgpt.rl.macro_marker import markers_dir
+    from rlgpt.rl.worker_watch import WorkerWatch
 
     markers_dir(tmp_path).mkdir(parents=True)
     marker = markers_dir(tmp_path) / "pending"

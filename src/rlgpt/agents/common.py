@@ -12,7 +12,22 @@ from rlgpt.config import ENV_DOC_LEVELS, AgentConfig
 from rlgpt.macro.api import api_level
 
 if TYPE_CHECKING:
+    from rlgpt.llm.client import LLMClient
     from rlgpt.macro.prefix import StartSummary
+
+
+class StartedRole:
+    """A role whose prompts state where the task's episodes start (the slow agent, the critic)."""
+
+    def __init__(self, client: LLMClient, config: AgentConfig | None = None, *,
+                 start: StartSummary | None = None) -> None:
+        """Args: client: the LLM; config: agent knobs; start: the attribute (default: fresh worlds)."""
+        self.client = client
+        self.config = config or AgentConfig()
+        self.start: StartSummary | None = start
+        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
+        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
+        builds its agents per subtask with it (`rlgpt.run.loop.Agents.starting_from`)."""
 
 
 def check_env_doc(env_doc: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from rlgpt import prompts
 from rlgpt.agents.common import (
+    StartedRole,
     bounded,
     degradable,
     describe_task,
@@ -23,12 +24,9 @@ from rlgpt.agents.common import (
     render_decomposition,
 )
 from rlgpt.agents.replies import Decomposition, Feedback
-from rlgpt.config import AgentConfig
-from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 from rlgpt.macro.diagnostics import Diagnostic
-from rlgpt.macro.prefix import StartSummary
 from rlgpt.macro.probe import ProbeReport
 
 ROLE = "critic"
@@ -146,16 +144,8 @@ def critic_schema(decomposition: Decomposition | None) -> dict[str, Any]:
     return schema
 
 
-class Critic:
+class Critic(StartedRole):
     """Probes + evaluation + diagnostics in, typed `Feedback` out."""
-
-    def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
-        self.client = client
-        self.config = config or AgentConfig()
-        self.start: StartSummary | None = None
-        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
-        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
-        sets it per subtask."""
 
     def prompt(self, task: str, iteration: int, decomposition: Decomposition | None,
                probes: Sequence[ProbeReport] = (), evaluation: Mapping[str, Any] | None = None,

@@ -385,27 +385,32 @@ class FastAgent:
     """Writes, repairs, probes and selects macro code; writes the dense reward and the RL setup."""
 
     def __init__(self, client: LLMClient, config: AgentConfig | None = None,
-                 limits: MacroLimits | None = None, contain: ContainLimits | None = None) -> None:
+                 limits: MacroLimits | None = None, contain: ContainLimits | None = None, *,
+                 on_phase: Callable[[str], None] | None = None, start: StartSummary | None = None,
+                 start_states: tuple[GameState, ...] = (), code_skills: Mapping[str, CodeSkill] | None = None,
+                 library_skills: Mapping[str, CodeSkill] | None = None) -> None:
         """Args: client: the LLM; config: agent knobs; limits: sandbox limits for macros and reward;
-        contain: OS limits of the child process each probe and reward dry run runs in."""
+        contain: OS limits of the child process each probe and reward dry run runs in; on_phase, start,
+        start_states, code_skills, library_skills: the attributes of those names (their defaults: no
+        progress, fresh worlds, no skills)."""
         self.client = client
         self.config = config or AgentConfig()
         self.limits = limits
         self.contain = contain or ContainLimits()
         self._env: CrafterEnv | None = None
-        self.on_phase: Callable[[str], None] = lambda phase: None
+        self.on_phase: Callable[[str], None] = on_phase or (lambda phase: None)
         """Called with "probe" before a candidate's probe and "fast" after it (the loop's progress line)."""
-        self.start: StartSummary | None = None
+        self.start: StartSummary | None = start
         """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
         of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
-        sets it per subtask."""
-        self.start_states: tuple[GameState, ...] = ()
+        builds its agents per subtask with it (`rlgpt.run.loop.Agents.starting_from`)."""
+        self.start_states: tuple[GameState, ...] = tuple(start_states)
         """The start states themselves: probe episode j restores state j modulo their number (after its
-        seed's reset), so a macro is probed where training will run it. The loop sets it with `start`."""
-        self.code_skills: dict[str, CodeSkill] = {}
+        seed's reset), so a macro is probed where training will run it (given with `start`)."""
+        self.code_skills: dict[str, CodeSkill] = dict(code_skills or {})
         """Stored macros later macros may call (``yield from skills.<name>(game)``): listed in the prompt,
-        linked in at compile time (`rlgpt.macro.code_skills`). The planner sets the chain's so far."""
-        self.library_skills: dict[str, CodeSkill] = {}
+        linked in at compile time (`rlgpt.macro.code_skills`). The planner gives the chain's so far."""
+        self.library_skills: dict[str, CodeSkill] = dict(library_skills or {})
         """The skill library's code skills (`rlgpt.run.skills.CodeLibrary`): each prompt lists those
         relevant to its sub-action (`rlgpt.macro.code_skills.retrieve`); any of them links in."""
         self.reward_check_steps = 0

@@ -30,12 +30,18 @@ from typing import TYPE_CHECKING, Any
 from crafter import constants
 
 from rlgpt import prompts
-from rlgpt.agents.common import degradable, describe_task, documentation, knowledge_values, note_fallback
+from rlgpt.agents.common import (
+    StartedRole,
+    degradable,
+    describe_task,
+    documentation,
+    knowledge_values,
+    note_fallback,
+)
 from rlgpt.agents.envdoc import benchmark_plan, prerequisite_chain, remaining_chain, requirement_lines
 from rlgpt.agents.replies import Decomposition
 from rlgpt.config import AgentConfig
 from rlgpt.envs.tasks import BENCHMARK_TASK
-from rlgpt.llm.client import LLMClient
 from rlgpt.llm.context import CHARS_PER_TOKEN, RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
 
@@ -268,16 +274,8 @@ class SlowResult:
     """Prompt parts cut to fit the context."""
 
 
-class SlowAgent:
+class SlowAgent(StartedRole):
     """Task (+ the critic's feedback) in, typed `Decomposition` out."""
-
-    def __init__(self, client: LLMClient, config: AgentConfig | None = None) -> None:
-        self.client = client
-        self.config = config or AgentConfig()
-        self.start: StartSummary | None = None
-        """Where the task's episodes start when not in a fresh world (a chain's later subtask: the summary
-        of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
-        sets it per subtask."""
 
     def prompt(self, task: str, feedback: str = "none") -> RolePrompt:
         """The prompt's values: crafter's rules, the macro API, the task and earlier feedback."""

@@ -45,8 +45,8 @@ reward and whether its episode ended."""
 
 
 class Marker(Protocol):
-    """What `BatchMacros` tells the env worker's running-macro marker (`rlgpt.rl.workers.MacroMarker`), which
-    names the macro a dead or hung worker was running."""
+    """What `BatchMacros` tells the env worker's running-macro marker
+    (`rlgpt.rl.macro_marker.MacroMarker`), which names the macro a dead or hung worker was running."""
 
     def encode(self, name: str) -> bytes:
         """The bytes that name a macro (computed once per macro)."""

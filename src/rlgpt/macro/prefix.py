@@ -9,7 +9,7 @@ one of them. Every primitive step the prefix plays is reported in ``info["prefix
 that a run's budget can count it; restored starts cost none.
 
 A pool can also be built elsewhere (the planner plays the chain's stored skills, trained policies included,
-`rlgpt.run.skills.chain_start_pool`) and handed over as a file (`save_pool`/`load_pool`): then every episode
+`rlgpt.run.chain.chain_start_pool`) and handed over as a file (`save_pool`/`load_pool`): then every episode
 restores one of its states and the steps that built it are counted where it was built.
 
 A start whose prefix missed a link's goal (or died) is not used: the prefix is played again on a new world,

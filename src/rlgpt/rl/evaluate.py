@@ -3,7 +3,7 @@
 `play_episodes` plays episodes on given envs (several in lockstep, so that a network's forward pass is
 batched) with an `EpisodePolicy`: a small adapter that picks actions. Three adapters exist:
 `CheckpointPolicy` (a trained run's network, `evaluate`), `rlgpt.run.baselines.MacroPolicy` (one macro as the
-whole policy, ``--mode code``) and `rlgpt.run.skills.ChainPolicy` (a chain of library skills). Every mode's
+whole policy, ``--mode code``) and `rlgpt.run.chain.ChainPolicy` (a chain of library skills). Every mode's
 episodes are seeded by `eval_seed`, traced, and summed up (`summarize`: success, achievements, Crafter
 score, steps, macro and option statistics) alike.
 

@@ -21,11 +21,11 @@ from sample_factory.utils.typing import Config
 from rlgpt.env_registry import DEFAULT_ENV, get_env, parse_sf_env_name, sf_env_name
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.prefix import PrefixStart, load_pool
+from rlgpt.rl.macro_marker import worker_marker
 from rlgpt.rl.sf_batch import BatchTaskEnv
 from rlgpt.rl.stored_policy import option_policies
 from rlgpt.rl.worker_boot import boot_worker, quiet_known_warnings
 from rlgpt.rl.worker_config import WorkerConfig, worker_config
-from rlgpt.rl.workers import worker_marker
 from rlgpt.rl.wrappers import time_budget, wrap_task_env
 
 

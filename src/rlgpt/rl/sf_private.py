@@ -15,7 +15,7 @@ def stop_training(runner: Any, failed: bool = False) -> None:
     """Stop a run from the trainer's event loop the normal way (last checkpoint, every component told).
 
     Private ``Runner._stop_training``: the only way to stop besides Ctrl-C (``stop_at_success`` and a dead
-    worker, `rlgpt.rl.workers.WorkerWatch`, both need it)."""
+    worker, `rlgpt.rl.worker_watch.WorkerWatch`, both need it)."""
     runner._stop_training(failed=failed)
 
 
@@ -31,7 +31,7 @@ def component_stopped(runner: Any, object_id: str) -> None:
     """Count a component the runner cannot see stop as stopped.
 
     Private ``Runner._component_stopped``: a dead learner's batcher thread never reports, and the runner
-    would wait for it forever (`rlgpt.rl.workers.WorkerWatch`)."""
+    would wait for it forever (`rlgpt.rl.worker_watch.WorkerWatch`)."""
     runner._component_stopped(object_id, {})
 
 

@@ -22,12 +22,13 @@ from rlgpt.rl import sf_private
 from rlgpt.rl.ad import learner_class
 from rlgpt.rl.checkpoint import remove_partial_checkpoints
 from rlgpt.rl.learner import DECISIONS_KEY
+from rlgpt.rl.macro_marker import clear_markers
 from rlgpt.rl.model import register_model
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import register_task_env
 from rlgpt.rl.worker_boot import boot_trainer, hold_sf_log, sf_log_to_file
 from rlgpt.rl.worker_config import worker_config
-from rlgpt.rl.workers import StopDeadline, WorkerDiedError, WorkerWatch, clear_markers
+from rlgpt.rl.worker_watch import StopDeadline, WorkerDiedError, WorkerWatch
 from rlgpt.tracking import MetricsLog, ProgressLine
 
 
@@ -138,7 +139,8 @@ def train(
     """Train (or resume) a run; returns when ``cfg.steps`` primitive (game) steps are done.
 
     Re-running with the same config resumes from the newest checkpoint in the run directory. Raises
-    :class:`~rlgpt.rl.workers.WorkerDiedError` when a worker process dies (after stopping the run cleanly).
+    :class:`~rlgpt.rl.worker_watch.WorkerDiedError` when a worker process dies (after stopping the run
+    cleanly).
     ``cfg.stop_at_success`` ends it earlier, at the first metrics row whose rolling success over a full
     window of episodes reaches it. ``setup`` is the LLM-written part of the env (dense reward,
     observation parts); ``extra_sf_argv`` Sample Factory flags beyond the config's (`build_sf_config`).

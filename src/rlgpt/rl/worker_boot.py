@@ -16,7 +16,7 @@ import warnings
 
 from rlgpt.procs import die_with_parent
 from rlgpt.rl.checkpoint import install_allow_list
-from rlgpt.rl.workers import is_sf_child_process
+from rlgpt.rl.worker_memory import is_sf_child_process
 
 SF_CONSOLE_LEVEL_ENV = "RLGPT_SF_CONSOLE_LEVEL"
 """Sample Factory's console log level (its console handler is module-level in every process it spawns);

@@ -18,9 +18,10 @@ from rlgpt.envs.tasks import ACHIEVEMENTS
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
+from rlgpt.rl.macro_marker import protect_macro_env
 from rlgpt.rl.options import OptionActionWrapper
 from rlgpt.rl.worker_config import WorkerConfig, worker_config
-from rlgpt.rl.workers import limit_worker_memory, protect_macro_env
+from rlgpt.rl.worker_memory import limit_worker_memory
 
 # Keeps env seeds of different run seeds apart: SF seeds env i with i whatever the run seed is.
 _SEED_STRIDE = 1_000_003

@@ -27,7 +27,7 @@ from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.ledger import StepLedger
 from rlgpt.run.marks import eval_length, evaluate_marks, marks_record, marks_steps, run_marks, training_marks
-from rlgpt.run.records import job_record, kept_writers, result_record, step
+from rlgpt.run.records import IterationRecord, JobRecord, kept_writers, result_record, step
 from rlgpt.tracking import LoopProgress
 
 POLICY_MACRO = "policy"
@@ -44,23 +44,24 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
     trained = run_dir / layout.PPO_DIR / layout.TRAIN_DIR
     job = TrainJob(train, eval_episodes=cfg.eval_episodes, eval_episode_length=eval_length(cfg, cfg.task),
                    eval_split="test")  # no selection: test
-    evaluation = step(layout.training_record(run_dir / layout.PPO_DIR), lambda: job_record(executor.run(job)))
-    ledger = StepLedger({"train": evaluation["steps"], "test_eval": evaluation.get("eval_steps", 0)})
+    evaluation = JobRecord.from_dict(step(layout.training_record(run_dir / layout.PPO_DIR),
+                                          lambda: JobRecord.of(executor.run(job)).to_dict()))
+    ledger = StepLedger({"train": evaluation.steps, "test_eval": evaluation.eval_steps})
     progress.count(ledger)
     by_kind = ledger.by_kind()  # the iteration's: the training and its test evaluation
     # Every mark's saved policy on test seeds (marks past the training's end: its final test result).
     if run_marks(cfg):
         progress.phase("marks", 0, cfg.task)
-    marks = evaluate_marks(cfg, cfg.task, executor, [job], evaluation["report"] or {},
-                           offset + evaluation["steps"])
+    marks = evaluate_marks(cfg, cfg.task, executor, [job], evaluation.report or {},
+                           offset + evaluation.steps)
     ledger.add("test_eval", marks_steps(marks))
-    iterations = [{"index": 0, "dir": layout.PPO_DIR, "ok": evaluation["ok"],
-                   "success_rate": evaluation["success_rate"], "steps": evaluation["steps"],
-                   "steps_by_kind": by_kind, "macros": [], "critic": ""}]
-    return result_record(cfg, cfg.task, "ppo", cfg.steps, ledger.by_kind(), evaluation["report"] or {},
-                         iterations, best=layout.PPO_DIR if evaluation["ok"] else None,  # never a failed job
-                         checkpoint=str(trained) if evaluation["ok"] else None,
-                         error=evaluation["error"], **marks_record(marks))
+    iterations = [IterationRecord(index=0, dir=layout.PPO_DIR, ok=evaluation.ok,
+                                  success_rate=evaluation.success_rate, steps=evaluation.steps,
+                                  steps_by_kind=by_kind, macros=[], critic="")]
+    return result_record(cfg, cfg.task, "ppo", cfg.steps, ledger.by_kind(), evaluation.report or {},
+                         iterations, best=layout.PPO_DIR if evaluation.ok else None,  # never a failed job
+                         checkpoint=str(trained) if evaluation.ok else None,
+                         error=evaluation.error, **marks_record(marks))
 
 
 def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgress) -> dict[str, Any]:
@@ -84,10 +85,11 @@ def run_code(cfg: RunConfig, run_dir: Path, fast: FastAgent, progress: LoopProgr
     # The policy's episodes are the reported (test) evaluation: reported, not charged.
     ledger.add("test_eval", evaluation["played_steps"])
     progress.count(ledger)
-    iterations = [{"index": 0, "dir": layout.CODE_DIR, "ok": evaluation["ok"],
-                   "success_rate": evaluation["success_rate"], "steps": 0, "steps_by_kind": ledger.by_kind(),
-                   "macros": [POLICY_MACRO] if written["source"] else [], "critic": "",
-                   "written_by": kept_writers(written)}]
+    iterations = [IterationRecord(index=0, dir=layout.CODE_DIR, ok=evaluation["ok"],
+                                  success_rate=evaluation["success_rate"], steps=0,
+                                  steps_by_kind=ledger.by_kind(),
+                                  macros=[POLICY_MACRO] if written["source"] else [], critic="",
+                                  written_by=kept_writers(written))]
     # No RL: the code is the policy at every mark (each mark carries its test result, source "final").
     marks = evaluate_marks(cfg, cfg.task, None, [], evaluation["report"] or {}, 0)
     return result_record(cfg, cfg.task, "code", cfg.steps, ledger.by_kind(), evaluation["report"] or {},

@@ -145,9 +145,10 @@ def attempt(cfg: RunConfig, fast: FastAgent, achievement: str, have: Mapping[str
         if not states:
             return {**record, "error": f"the prerequisite skills reached their goals in none of "
                                        f"{out.value['worlds']} worlds"}, None
-    fast.start_states = tuple(states)
-    fast.start = StartSummary.of(states) if states else None
-    fast.library_skills = {s.name: s for s in have.values()}
+    # The attempt's agent: the run's, writing for the attempt's start and with the skills learned so far.
+    fast = FastAgent(fast.client, fast.config, fast.limits, fast.contain, on_phase=fast.on_phase,
+                     start=StartSummary.of(states) if states else None, start_states=tuple(states),
+                     library_skills={s.name: s for s in have.values()})
     sub = SubAction(achievement, f"unlock the achievement {achievement}", "code", achievement,
                     "the curriculum's next achievement")
     before = client_seconds(fast.client)

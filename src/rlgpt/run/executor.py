@@ -271,12 +271,12 @@ def run_job(job: TrainJob) -> JobResult:
 
 
 def cap_evaluation_memory(job: TrainJob) -> int | None:
-    """Apply the env workers' memory backstop (`rlgpt.rl.workers.set_memory_limit`, headroom
+    """Apply the env workers' memory backstop (`rlgpt.rl.worker_memory.set_memory_limit`, headroom
     ``macros.memory_limit_mb``) to this process before it evaluates: the evaluation steps the job's macros
     and dense reward here, not in a Sample Factory worker. Only for the job's own child process (a
     process-wide limit would cap any other caller for good); set after training, so the training's
     processes never inherit it. Returns the limit in bytes (None when disabled)."""
-    from rlgpt.rl.workers import set_memory_limit
+    from rlgpt.rl.worker_memory import set_memory_limit
 
     return set_memory_limit(job.config.macros.memory_limit_mb)
 

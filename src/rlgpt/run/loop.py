@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,10 @@ from rlgpt.envs.crafter import GameState
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.llm.errors import ContextOverflowError
 from rlgpt.llm.types import Message
-from rlgpt.macro.code_skills import code_skills
+from rlgpt.macro.code_skills import CodeSkill, code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
+from rlgpt.run.chain import chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.run.executor import Executor, JobResult, TrainJob
 from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
 from rlgpt.run.marks import (
@@ -51,8 +52,8 @@ from rlgpt.run.marks import (
     run_marks,
     training_marks,
 )
-from rlgpt.run.records import job_record, kept_writers, result_record, step
-from rlgpt.run.skills import Skill, SkillLibrary, chain_limits, contained_run_chain, contained_start_pool
+from rlgpt.run.records import IterationRecord, JobRecord, job_record, kept_writers, result_record, step
+from rlgpt.run.skills import Skill, SkillLibrary
 from rlgpt.tracking import LoopProgress
 
 
@@ -82,13 +83,21 @@ class Agents:
     fast: FastAgent
     critic: Critic
 
-    def start_from(self, states: Sequence[GameState]) -> StartSummary | None:
-        """Tell every role where the task's episodes start: `states` (a chain's later subtask, its start
-        pool), or a fresh world when empty. Returns the summary the prompts state (None for fresh worlds)."""
+    def starting_from(self, states: Sequence[GameState], code_skills: Mapping[str, CodeSkill] | None = None,
+                      on_phase: Callable[[str], None] | None = None) -> Agents:
+        """The roles for a task whose episodes start from `states` (a chain's later subtask, its start pool;
+        a fresh world when empty): each constructed with the summary its prompts state (``start``:
+        `StartSummary`, None for fresh worlds), the fast agent also with the states themselves and, when
+        given, the chain's `code_skills` and `on_phase`; everything else as these roles have it."""
         start = StartSummary.of(states) if states else None
-        self.slow.start = self.fast.start = self.critic.start = start
-        self.fast.start_states = tuple(states)
-        return start
+        fast = self.fast
+        return Agents(
+            type(self.slow)(self.slow.client, self.slow.config, start=start),
+            type(fast)(fast.client, fast.config, fast.limits, fast.contain, start=start,
+                       start_states=tuple(states), library_skills=fast.library_skills,
+                       code_skills=fast.code_skills if code_skills is None else code_skills,
+                       on_phase=on_phase or fast.on_phase),
+            type(self.critic)(self.critic.client, self.critic.config, start=start))
 
 
 def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict[str, Any]) -> dict[str, str]:
@@ -113,12 +122,12 @@ def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict
     return out
 
 
-def run_fallbacks(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+def run_fallbacks(records: Sequence[IterationRecord]) -> dict[str, list[str]]:
     """Every role's fallbacks over `records` (iterations, or a plan's links with their own), each named once:
     what a run's summary says it fell back to."""
     out: dict[str, list[str]] = {}
     for rec in records:
-        for role, names in rec.get("fallbacks", {}).items():
+        for role, names in (rec.fallbacks or {}).items():
             for name in names if isinstance(names, list) else [names]:
                 if name not in out.setdefault(role, []):
                     out[role].append(name)
@@ -158,14 +167,18 @@ class Loop:
         return self.ledger.used
 
     def run_loop(self, task: str, run_dir: Path, steps: int, start_pool: str | None = None,
-                 options: tuple[str, ...] = (), with_marks: bool = True) -> dict[str, Any]:
+                 options: tuple[str, ...] = (), with_marks: bool = True,
+                 code_skills: Mapping[str, CodeSkill] | None = None) -> dict[str, Any]:
         """Algorithm 1 on `task` with a budget of `steps` primitive steps; returns the summary record.
         Trainings start their episodes from `start_pool`'s states when given and have the stored policies in
-        `options` as actions (a chain's later subtask). With `with_marks` the trainings save the run's
-        budget marks and the summary evaluates them (`rlgpt.run.marks`; a planner's subtasks do not)."""
+        `options` as actions, and macros may call `code_skills` (a chain's later subtask). With `with_marks`
+        the trainings save the run's budget marks and the summary evaluates them (`rlgpt.run.marks`; a
+        planner's subtasks do not)."""
         cfg = self.cfg
-        # The agents plan, write and probe code for what the start states still lack.
-        self.agents.start_from(load_pool(start_pool) if start_pool else ())
+        # The agents plan, write and probe code for what the start states still lack; the fast agent's
+        # probes show on the progress line as phases of the iteration under way.
+        self.agents = self.agents.starting_from(load_pool(start_pool) if start_pool else (), code_skills,
+                                                on_phase=self.progress.within)
         per_iteration = cfg.iteration_budget(steps)
         marks = run_marks(cfg, steps) if with_marks else ()
         covered = self.steps_counted()  # the run's count where the last training ended
@@ -174,7 +187,7 @@ class Loop:
         def remaining() -> int:
             return steps - (self.ledger.used - charged(start))
 
-        iterations: list[dict[str, Any]] = []
+        iterations: list[IterationRecord] = []
         slow_feedback = "none"
         index = 0
         done = False
@@ -192,7 +205,6 @@ class Loop:
                 decomposition = Decomposition.from_dict(slow["decomposition"])
 
                 self.progress.phase("fast", index, task)
-                self.agents.fast.on_phase = lambda phase, i=index: self.progress.phase(phase, i, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
                             fast_feedback, fast_notes)
                 reply = FastReply.from_dict(fast["reply"])
@@ -206,32 +218,31 @@ class Loop:
                                          candidates * self.eval_bound(task)) // candidates
                 if budget <= 0 and not layout.training_record(it_dir).is_file():
                     # What the probes left cannot pay for a training and its evaluation: the run ends here.
-                    iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
-                                       "ok": False, "success_rate": 0.0, "steps": 0,
-                                       "steps_by_kind": self.ledger.since(before),
-                                       "macros": [m.name for m in reply.macros], "critic": "",
-                                       "written_by": kept_writers(fast), "stopped": "budget"})
+                    iterations.append(IterationRecord(
+                        index=index, outer=outer, inner=inner, dir=it_dir.name, ok=False, success_rate=0.0,
+                        steps=0, steps_by_kind=self.ledger.since(before),
+                        macros=[m.name for m in reply.macros], critic="", written_by=kept_writers(fast),
+                        stopped="budget"))
                     done = True
                     break
                 self.progress.phase("train", index, task)
-                evaluation = step(layout.training_record(it_dir), self.train_step, it_dir, task, reply,
-                                  budget, start_pool, options, training_marks(marks, covered),
-                                  self.steps_counted())
-                self.count("train", evaluation["steps"])
+                evaluation = JobRecord.from_dict(step(
+                    layout.training_record(it_dir), self.train_step, it_dir, task, reply, budget, start_pool,
+                    options, training_marks(marks, covered), self.steps_counted()))
+                self.count("train", evaluation.steps)
                 covered = self.steps_counted()
-                self.count("eval", evaluation.get("eval_steps", 0))
+                self.count("eval", evaluation.eval_steps)
 
                 self.progress.phase("critic", index, task)
                 feedback = step(it_dir / layout.CRITIC_JSON, self.critic_step, task, index, decomposition,
                                 it_dir, fast, evaluation)
 
-                iterations.append({"index": index, "outer": outer, "inner": inner, "dir": it_dir.name,
-                                   "ok": evaluation["ok"], "success_rate": evaluation["success_rate"],
-                                   "steps": evaluation["steps"], "steps_by_kind": self.ledger.since(before),
-                                   "macros": [m.name for m in reply.macros],
-                                   "written_by": kept_writers(fast),
-                                   "search": fast.get("search"), "critic": feedback["target"],
-                                   "fallbacks": iteration_fallbacks(slow, fast, feedback)})
+                iterations.append(IterationRecord(
+                    index=index, outer=outer, inner=inner, dir=it_dir.name, ok=evaluation.ok,
+                    success_rate=evaluation.success_rate, steps=evaluation.steps,
+                    steps_by_kind=self.ledger.since(before), macros=[m.name for m in reply.macros],
+                    written_by=kept_writers(fast), search=fast.get("search"), critic=feedback["target"],
+                    fallbacks=iteration_fallbacks(slow, fast, feedback)))
                 index += 1
                 if feedback["target"] == "done":
                     done = True
@@ -343,15 +354,15 @@ class Loop:
         return job_record(self.executor.run(dataclasses.replace(job, eval_split="test")))
 
     def critic_step(self, task: str, index: int, decomposition: Decomposition, it_dir: Path,
-                    fast: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+                    fast: dict[str, Any], evaluation: JobRecord) -> dict[str, Any]:
         """Done without asking when the success threshold is reached; otherwise the critic's feedback."""
-        if evaluation["success_rate"] >= self.cfg.success_threshold:
+        if evaluation.success_rate >= self.cfg.success_threshold:
             return {"by": "threshold", "target": "done", "problems": [], "suggestions": []}
         probes = [ProbeReport.from_dict(p) for p in json.loads((it_dir / layout.PROBES_JSON).read_text())]
         diagnostics = fast_diagnostics(fast)
-        if evaluation["error"]:
-            diagnostics.append(f"training failed: {evaluation['error']}")
-        args = (task, index + 1, decomposition, probes, evaluation["report"], diagnostics)
+        if evaluation.error:
+            diagnostics.append(f"training failed: {evaluation.error}")
+        args = (task, index + 1, decomposition, probes, evaluation.report, diagnostics)
         # A reply that never validates is a "fast" decision carrying the error (the run goes on).
         feedback, error = self.agents.critic.review_or_fallback(*args)
         record = {"by": "critic", **feedback.to_dict(),
@@ -381,15 +392,15 @@ class Loop:
             if chain and self.cfg.chain_starts and library.best(sub.name, self.cfg.skill_threshold) is None:
                 starts = step(sub_dir / layout.START_POOL_JSON, self.start_step, chain, sub_dir)
             self.count("prefix", starts["steps"])
-            # The chain's macros so far that reached their goals are callable skills of this subtask's.
-            self.agents.fast.code_skills = code_skills([m for s in chain for m in s.macros])
             # The chain's trained policies so far are actions (options) of this subtask's trainings.
             options = tuple(str(s.policy_dir) for s in chain) if self.cfg.chain_options else ()
             # A subtask's share of the budget, no more than what the run has left.
             share = min(steps // len(subtasks), steps - (self.ledger.used - charged(start)))
             chosen = self.ledger.by_kind()
+            # The chain's macros so far that reached their goals are callable skills of this subtask's.
+            skills = code_skills([m for s in chain for m in s.macros])
             choice = step(sub_dir / layout.SKILL_CHOICE_JSON, self.skill_step, sub.name, sub_dir,
-                          share, library, starts["pool"], options)
+                          share, library, starts["pool"], options, skills)
             # The subtask's steps as its record says (its loop counted them when it ran; a resumed run reads
             # the record instead): the ledger is the same either way.
             self.ledger.restore(chosen)
@@ -400,13 +411,12 @@ class Loop:
                 chain.append(Skill(**skill))
             link = sub_dir / layout.SUMMARY_JSON  # absent when the link's skill came from the library
             link_fallbacks = json.loads(link.read_text()).get("fallbacks", {}) if link.exists() else {}
-            parts.append({"index": i, "dir": sub_dir.name, "task": sub.name, "source": choice["source"],
-                          "fallbacks": link_fallbacks,
-                          "ok": skill is not None, "success_rate": skill["success_rate"] if skill else 0.0,
-                          "steps": choice["steps"], "prefix_steps": starts["steps"],
-                          "steps_by_kind": self.ledger.since(before),
-                          "start_states": starts["reached"], "critic": "",
-                          "macros": [m["name"] for m in (skill or {}).get("macros", [])]})
+            parts.append(IterationRecord(
+                index=i, dir=sub_dir.name, task=sub.name, source=choice["source"], fallbacks=link_fallbacks,
+                ok=skill is not None, success_rate=skill["success_rate"] if skill else 0.0,
+                steps=choice["steps"], prefix_steps=starts["steps"], steps_by_kind=self.ledger.since(before),
+                start_states=starts["reached"], critic="",
+                macros=[m["name"] for m in (skill or {}).get("macros", [])]))
         self.progress.phase("chain", len(subtasks) - 1, task)
         evaluation = step(run_dir / layout.CHAIN_JSON, contained_run_chain, chain, task,
                           self.cfg.eval_episodes, self.cfg.train.env.episode_length, self.cfg.seed,
@@ -449,15 +459,16 @@ class Loop:
                 **({"error": found["error"]} if "error" in found else {})}
 
     def skill_step(self, task: str, sub_dir: Path, steps: int, library: SkillLibrary,
-                   start_pool: str | None = None, options: tuple[str, ...] = ()) -> dict[str, Any]:
+                   start_pool: str | None = None, options: tuple[str, ...] = (),
+                   code_skills: Mapping[str, CodeSkill] | None = None) -> dict[str, Any]:
         """A subtask's skill: the library's best entry meeting the threshold, or the loop's best iteration
-        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given and
-        with the stored policies in `options` as actions."""
+        (stored in the library when it meets the threshold), trained from `start_pool`'s states if given,
+        with the stored policies in `options` as actions and `code_skills` callable by its macros."""
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "steps_by_kind": {}, "skill": dataclasses.asdict(found)}
         summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
-                       options, False)
+                       options, False, code_skills)
         by_kind = steps_by_kind(summary)
         if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
             return {"source": "trained, failed", "steps": summary["steps_used"], "steps_by_kind": by_kind,
@@ -479,42 +490,43 @@ class Loop:
         return {"source": source, "steps": summary["steps_used"], "steps_by_kind": by_kind,
                 "skill": dataclasses.asdict(skill)}
 
-    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                   start: dict[str, int], with_marks: bool = True) -> dict:
         """`_summarize`'s record with ``fallbacks``: every role's fallbacks over the iterations
         (`run_fallbacks`)."""
         return {**self._summarize(task, run_dir, steps, iterations, start, with_marks),
                 "fallbacks": run_fallbacks(iterations)}
 
-    def _summarize(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def _summarize(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                    start: dict[str, int], with_marks: bool = True) -> dict:
         """The result record: the best iteration (highest success, then the earliest) among those whose
         training and evaluation finished (None when none did), every step counted since `start` (the
         ledger when the loop began; the selected policy's test evaluation and the marks' included), and
         (with `with_marks`) the test evaluations at the run's budget marks."""
-        finished = [it for it in iterations if it.get("ok", True)]
-        best = max(finished, key=lambda it: (it["success_rate"], -it["index"]), default=None)
+        finished = [it for it in iterations if it.ok]
+        best = max(finished, key=lambda it: (it.success_rate, -it.index), default=None)
         if best is None:
             marks = self.marks_step(task, run_dir, steps, iterations, {}, with_marks)
             return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), {}, iterations,
                                  best=None, checkpoint=None, **marks)
-        best_dir = run_dir / best["dir"]
-        validation = json.loads(layout.training_record(best_dir).read_text())["report"] or {}
+        best_dir = run_dir / best.dir
+        validation = JobRecord.read(layout.training_record(best_dir)).report or {}
         # Selection above saw validation episodes only; the reported result is a fresh evaluation of the
         # selected policy on test episodes (validation's when the iteration predates kept jobs).
-        test = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
-        self.count("test_eval", (test or {}).get("eval_steps", 0))
-        report = (test or {}).get("report") or {}
+        tested = step(best_dir / layout.TEST_JSON, self.test_step, best_dir)
+        test = JobRecord.from_dict(tested) if tested else None
+        self.count("test_eval", test.eval_steps if test else 0)
+        report = (test.report if test else None) or {}
         if not report:
             report = validation
         marks = self.marks_step(task, run_dir, steps, iterations, report, with_marks)
         return result_record(self.cfg, task, "rlgpt", steps, self.ledger.since(start), report, iterations,
-                             best=best["dir"],
+                             best=best.dir,
                              checkpoint=str(selected_train_dir(best_dir)),
                              validation_success_rate=float(validation.get("success_rate", 0.0)),
-                             test_error=(test or {}).get("error"), **marks)
+                             test_error=test.error if test else None, **marks)
 
-    def marks_step(self, task: str, run_dir: Path, steps: int, iterations: list[dict[str, Any]],
+    def marks_step(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],
                    final: dict[str, Any], with_marks: bool = True) -> dict[str, Any]:
         """``marks`` and ``steps_to_success``: every budget mark's policy (saved by the iteration's training
         that crossed it) evaluated on test seeds, the `final` (reported) test result for marks the run never
@@ -525,11 +537,11 @@ class Loop:
             self.progress.phase("marks", max(len(iterations) - 1, 0), task)
         jobs, trained_until = [], 0
         for it in iterations:
-            it_dir = run_dir / it["dir"]
-            record = (json.loads(layout.training_record(it_dir).read_text())
-                      if layout.training_record(it_dir).is_file() else {})
-            if record.get("candidates"):  # every candidate in the order k, each with its own window
-                for cand in record["candidates"]:
+            it_dir = run_dir / it.dir
+            record = (JobRecord.read(layout.training_record(it_dir))
+                      if layout.training_record(it_dir).is_file() else JobRecord())
+            if record.candidates:  # every candidate in the order k, each with its own window
+                for cand in record.candidates:
                     job = TrainJob.from_dict(cand["job"])
                     jobs.append(job)
                     trained_until = max(trained_until, job.config.mark_offset + cand["steps"])
@@ -537,11 +549,11 @@ class Loop:
             try:
                 saved_job = (it_dir / layout.TRAIN_JOB_JSON).read_text()
             except OSError:  # trained before jobs were kept (and marks): its steps are all it tells
-                trained_until += it["steps"]
+                trained_until += it.steps
                 continue
             job = TrainJob.from_dict(json.loads(saved_job))
             jobs.append(job)
-            trained_until = max(trained_until, job.config.mark_offset + it["steps"])
+            trained_until = max(trained_until, job.config.mark_offset + it.steps)
         entries = evaluate_marks(self.cfg, task, self.executor, jobs, final, trained_until, steps)
         self.count("test_eval", marks_steps(entries))
         return marks_record(entries)
@@ -553,15 +565,15 @@ def candidates_record(jobs: list[TrainJob], results: list[JobResult]) -> dict[st
     did) with ``selected`` (its k) and ``candidates`` (each one's k, seed, dir, ok, error, steps,
     eval_steps, validation success, and its job), except ``steps`` and ``eval_steps``, which are every
     candidate's together: what the iteration cost, what the ledger charges."""
-    records = [job_record(r) for r in results]
-    selected = max(range(len(records)), key=lambda k: (records[k]["ok"], records[k]["success_rate"], -k))
-    return {**records[selected], "selected": selected,
-            "steps": sum(r["steps"] for r in records), "eval_steps": sum(r["eval_steps"] for r in records),
-            "candidates": [{"k": k, "seed": job.config.seed, "dir": r["run_dir"], "ok": r["ok"],
-                            "error": r["error"], "steps": r["steps"], "eval_steps": r["eval_steps"],
-                            "success_rate": r["success_rate"], "attempts": r["attempts"],
-                            "job": job.to_dict()}
-                           for k, (job, r) in enumerate(zip(jobs, records, strict=True))]}
+    records = [JobRecord.of(r) for r in results]
+    selected = max(range(len(records)), key=lambda k: (records[k].ok, records[k].success_rate, -k))
+    return dataclasses.replace(
+        records[selected], selected=selected, steps=sum(r.steps for r in records),
+        eval_steps=sum(r.eval_steps for r in records),
+        candidates=[{"k": k, "seed": job.config.seed, "dir": r.run_dir, "ok": r.ok, "error": r.error,
+                     "steps": r.steps, "eval_steps": r.eval_steps, "success_rate": r.success_rate,
+                     "attempts": r.attempts, "job": job.to_dict()}
+                    for k, (job, r) in enumerate(zip(jobs, records, strict=True))]).to_dict()
 
 
 def selected_train_dir(it_dir: Path) -> Path:

@@ -1,13 +1,19 @@
-"""The records a run directory holds, shared by the loop and the baselines: how a step's value is written
-and read back (`step`), an iteration's training record (`job_record`) and the run's result record
-(`result_record`, ``summary.json``), and who wrote the kept macros (`kept_writers`, `writer_counts`)."""
+"""The records a run directory holds, shared by the loop, the baselines and the report: how a step's value
+is written and read back (`step`), an iteration's training record (`JobRecord`, ``training.json``), an
+entry of the summary's ``iterations`` (`IterationRecord`), the run's result record (`result_record`,
+``summary.json``), and who wrote the kept macros (`kept_writers`, `writer_counts`).
+
+The typed records write the JSON the run directory always held (`Record.to_dict`) and read any version of
+it back (`Record.from_dict`: keys an older file lacks take their defaults, keys a newer one adds are
+ignored), so runs recorded before them still load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from rlgpt import rundir
 from rlgpt.config import RunConfig
@@ -26,6 +32,121 @@ def step(path: Path, compute: Callable[..., dict[str, Any]], *args: Any) -> dict
     # What a resumed run will read (keys sorted, tuples as lists): prompts built from it are then the same
     # in a fresh and a resumed run, so the response cache answers them.
     return json.loads(path.read_text())
+
+
+class Record:
+    """A typed record of a run directory's JSON (a dataclass mixin)."""
+
+    OMIT_NONE: ClassVar[tuple[str, ...]] = ()
+    """Fields left out of `to_dict` while None: keys that only some records of the kind carry."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as written to the run directory."""
+        return {k: v for k, v in dataclasses.asdict(self).items()  # type: ignore[call-overload]
+                if v is not None or k not in self.OMIT_NONE}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """The record from `data` as any version of the run directory wrote it: missing keys take their
+        defaults, unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def read(cls, path: Path) -> Self:
+        """The record in the JSON file at `path` (`from_dict`)."""
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+@dataclasses.dataclass
+class IterationRecord(Record):
+    """One entry of ``summary.json``'s ``iterations``: a loop iteration (`rlgpt.run.loop.Loop.run_loop`),
+    a planner chain's link (`rlgpt.run.loop.Loop.run_plan`) or a baseline's single step
+    (`rlgpt.run.baselines`). The optional fields are the kinds' own and absent from the others'."""
+
+    OMIT_NONE = ("outer", "inner", "written_by", "search", "fallbacks", "stopped", "task", "source",
+                 "prefix_steps", "start_states")
+
+    index: int = 0
+    """Position in the run (iterations, or links of a plan)."""
+    dir: str = ""
+    """Its directory in the run directory (`rlgpt.layout.iteration_dir`, ``subtask_dir``, ...)."""
+    ok: bool = True
+    """Its training and evaluation finished (a link: it has a skill to play)."""
+    success_rate: float = 0.0
+    """Validation success of its evaluation (0 when it failed)."""
+    steps: int = 0
+    """Primitive steps it trained."""
+    steps_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Every env step it took, per kind (`rlgpt.run.ledger.STEP_KINDS`)."""
+    macros: list[str] = dataclasses.field(default_factory=list)
+    """The names of the macros it trained with."""
+    critic: str = ""
+    """The critic's target after it ("fast", "slow", "done"; "" when none was asked)."""
+    outer: int | None = None
+    """A loop iteration's outer-loop index."""
+    inner: int | None = None
+    """A loop iteration's inner-loop index."""
+    written_by: dict[str, str] | None = None
+    """Sub-action -> who wrote its kept macro (`WRITERS`)."""
+    search: dict[str, Any] | None = None
+    """The fast agent's test-time search totals (`rlgpt.agents.fast.search_summary`); a trained loop
+    iteration's."""
+    fallbacks: dict[str, Any] | None = None
+    """Role -> what it fell back to (`rlgpt.run.loop.iteration_fallbacks`; a link: its loop's)."""
+    stopped: str | None = None
+    """Why the loop ended before training it ("budget")."""
+    task: str | None = None
+    """A link's subtask."""
+    source: str | None = None
+    """Where a link's skill came from ("library", "trained, stored", ...)."""
+    prefix_steps: int | None = None
+    """Steps a link's start states took to build (the chain so far played)."""
+    start_states: int | None = None
+    """How many start states a link trained from."""
+
+
+@dataclasses.dataclass
+class JobRecord(Record):
+    """``training.json`` (and ``test.json``, a mark's record): a `JobResult` with the evaluation's success
+    at the top (0 when the job failed). Of an iteration with several candidates it is the selected one's
+    with ``selected`` and ``candidates`` (`rlgpt.run.loop.candidates_record`)."""
+
+    OMIT_NONE = ("selected", "candidates")
+
+    ok: bool = False
+    """Training and evaluation finished."""
+    error: str | None = ""
+    """Why the job failed ("" when ok)."""
+    steps: int = 0
+    """The steps the job trained, a failed job's included (several candidates: all of theirs)."""
+    eval_steps: int = 0
+    """The steps its evaluation played (0 when the job failed: an evaluation that crashed left no count)."""
+    wall_time_s: float = 0.0
+    """Wall time of the job."""
+    success_rate: float = 0.0
+    """The evaluation's success (0 when the job failed)."""
+    report: dict[str, Any] | None = None
+    """The evaluation (`rlgpt.rl.evaluate.EvalReport` as a dict); None when the job failed."""
+    run_dir: str | None = None
+    """The training's run directory."""
+    attempts: int = 1
+    """How many times the executor ran it (`RunConfig.job_attempts`)."""
+    selected: int | None = None
+    """Several candidates: the selected one's k."""
+    candidates: list[dict[str, Any]] | None = None
+    """Several candidates: each one's k, seed, dir, ok, error, steps, eval_steps, success and job."""
+
+    @classmethod
+    def of(cls, result: JobResult) -> JobRecord:
+        """The record of one job's `result`."""
+        report = result.eval
+        return cls(ok=result.ok, error=result.error, steps=result.steps,
+                   eval_steps=int((report or {}).get("steps", 0)) if result.ok else 0,
+                   wall_time_s=result.wall_time_s,
+                   success_rate=report["success_rate"] if report and result.ok else 0.0,
+                   report=report if result.ok else None, run_dir=result.run_dir,
+                   attempts=int(result.extra.get("attempts", 1)))
 
 
 WRITERS: tuple[str, ...] = ("model", "library", "expert")
@@ -59,20 +180,13 @@ def writer_counts(writers: Mapping[str, str]) -> dict[str, int]:
 
 
 def job_record(result: JobResult) -> dict[str, Any]:
-    """``training.json``: a `JobResult` with the evaluation's success at the top (0 when the job failed);
-    ``steps`` are the steps the job trained, a failed job's included; ``eval_steps`` the steps its
-    evaluation played (0 when the job failed: an evaluation that crashed left no count)."""
-    report = result.eval
-    eval_steps = int((report or {}).get("steps", 0)) if result.ok else 0
-    return {"ok": result.ok, "error": result.error, "steps": result.steps, "eval_steps": eval_steps,
-            "wall_time_s": result.wall_time_s,
-            "success_rate": report["success_rate"] if report and result.ok else 0.0,
-            "report": report if result.ok else None, "run_dir": result.run_dir,
-            "attempts": int(result.extra.get("attempts", 1))}
+    """``training.json`` of one job: `JobRecord.of` as written."""
+    return JobRecord.of(result).to_dict()
 
 
 def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Mapping[str, int],
-                  report: dict[str, Any], iterations: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+                  report: dict[str, Any], iterations: Sequence[IterationRecord],
+                  **extra: Any) -> dict[str, Any]:
     """The record every mode writes as ``summary.json`` (what `rlgpt report` reads). ``prompt_knowledge``
     holds the agents' ablation knobs the report labels runs by: the prompt-knowledge ones
     (`AgentConfig.env_doc`, ``examples``) and the API ablation's (``api``, ``goal_fallback``).
@@ -87,8 +201,8 @@ def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Ma
     library's share of them (None without macros), and ``expert_code`` says whether any iteration kept
     expert code (what a reader must know before crediting the model)."""
     by_kind = {**no_steps(), **by_kind}
-    selected = [it for it in iterations if it.get("dir") == extra.get("best")] or iterations[-1:]
-    counts = writer_counts({k: v for it in selected for k, v in it.get("written_by", {}).items()})
+    selected = [it for it in iterations if it.dir == extra.get("best")] or list(iterations[-1:])
+    counts = writer_counts({k: v for it in selected for k, v in (it.written_by or {}).items()})
     total = sum(counts.values())
     return {"task": task, "mode": mode, "seed": cfg.seed, "steps_budget": budget,
             "steps_used": charged(by_kind), "steps_by_kind": by_kind,
@@ -99,5 +213,5 @@ def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Ma
             "eval_episodes": report.get("episodes", 0), "eval_split": report.get("split"),
             "written_by": counts,
             "own_code_share": (counts["model"] + counts["library"]) / total if total else None,
-            "expert_code": any("expert" in it.get("written_by", {}).values() for it in iterations),
-            "iterations": iterations, **extra}
+            "expert_code": any("expert" in (it.written_by or {}).values() for it in iterations),
+            "iterations": [it.to_dict() for it in iterations], **extra}

@@ -38,7 +38,7 @@ from rlgpt import layout, rundir
 from rlgpt.errors import RlgptError
 from rlgpt.macro.api import DEPRECATED_LEVELS
 from rlgpt.run.ledger import STEP_KINDS  # the order the steps table shows them (others a run reports follow)
-from rlgpt.run.records import WRITERS, kept_writers, writer_counts
+from rlgpt.run.records import WRITERS, IterationRecord, kept_writers, writer_counts
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
 THRESHOLDS = ("0.5", "0.8", "0.9")
@@ -65,6 +65,11 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         summary.setdefault("run_dir", str(d))
         out.append(summary)
     return out
+
+
+def iteration_records(summary: dict[str, Any]) -> list[IterationRecord]:
+    """A summary's ``iterations`` (none in a summary without them)."""
+    return [IterationRecord.from_dict(it) for it in summary.get("iterations") or []]
 
 
 # -- grouping -------------------------------------------------------------------------------------------
@@ -140,10 +145,10 @@ def run_writers(summary: dict[str, Any]) -> tuple[dict[str, int], bool] | None:
         return {w: int(summary["written_by"].get(w, 0)) for w in WRITERS}, bool(summary.get("expert_code"))
     run_dir = summary.get("run_dir")
     per_iteration: dict[str, dict[str, str]] = {}
-    for it in summary.get("iterations") or []:
-        path = Path(run_dir or ".") / it.get("dir", "") / layout.FAST_JSON
+    for it in iteration_records(summary):
+        path = Path(run_dir or ".") / it.dir / layout.FAST_JSON
         if run_dir and path.is_file():
-            per_iteration[it["dir"]] = kept_writers(json.loads(path.read_text()))
+            per_iteration[it.dir] = kept_writers(json.loads(path.read_text()))
     if not per_iteration:
         return None
     selected = per_iteration.get(summary.get("best") or "") or list(per_iteration.values())[-1]
@@ -555,14 +560,8 @@ def _marks_png(summaries: list[dict[str, Any]], path: Path) -> bool:
                     ax.annotate(f"n={n}", (m, mean), textcoords="offset points", xytext=(4, 4), fontsize=7,
                                 color=line.get_color())
         ax.set_title(task)
-        ax.set_xlabel("primitive steps")
-        ax.set_ylabel("test success")
-        ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        _success_axes(ax, "primitive steps", "test success")
+    _save(fig, path)
     return True
 
 
@@ -572,18 +571,30 @@ def _iterations_png(summaries: list[dict[str, Any]], path: Path) -> bool:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for s in summaries:
-        its = s.get("iterations") or []
-        ax.plot([it["index"] + 1 for it in its], [it["success_rate"] for it in its], marker="o",
+        its = iteration_records(s)
+        ax.plot([it.index + 1 for it in its], [it.success_rate for it in its], marker="o",
                 label=f"{s['task']} / {variant(s)} / seed {s.get('seed', '?')}")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("evaluation success (validation)")
+    _success_axes(ax, "iteration", "evaluation success (validation)")
+    _save(fig, path)
+    return True
+
+
+def _success_axes(ax: Any, xlabel: str, ylabel: str) -> None:
+    """A success-rate panel's axes: labels, the 0-1 range with a margin, a light grid and the legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def _save(fig: Any, path: Path) -> None:
+    """Write `fig` to `path` as the report's PNGs are (tight, 100 dpi) and free it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return True
 
 
 def crafter_section(summaries: list[dict[str, Any]], png: Path, budget: int | None = None) -> str:

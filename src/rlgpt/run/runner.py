@@ -117,13 +117,13 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
         from rlgpt.agents.fast import FastAgent
         from rlgpt.macro.contain import ContainLimits
 
-        fast = FastAgent(client, cfg.agents, contain=ContainLimits.from_config(cfg.train.macros))  # type: ignore[arg-type]
         if cfg.code_skills:
             from rlgpt.run.skills import SkillLibrary
 
             library = SkillLibrary(cfg.skills_dir)
             read = library.code_library()
-            fast.library_skills = dict(read.skills)
+        fast = FastAgent(client, cfg.agents, contain=ContainLimits.from_config(cfg.train.macros),  # type: ignore[arg-type]
+                         library_skills=read.skills if cfg.code_skills else None)
         if cfg.mode == "code":
             from rlgpt.run.baselines import run_code
 
