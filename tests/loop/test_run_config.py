@@ -23,6 +23,9 @@ def test_defaults_files_and_nested_overrides() -> None:
     assert load_run_config(None, ["eval_marks=[512, 1024]"]).eval_marks == (512, 1024)
     assert load_run_config(None, ["eval_marks=512,1024"]).eval_marks == (512, 1024)
     assert load_run_config(None, ["eval_marks=[]"]).eval_marks == ()
+    # `make run` measures the model's own code: the primitives level and no trusted goal macro.
+    main = load_run_config(builtin_config_path("run.yaml"), [])
+    assert (main.agents.api, main.agents.goal_fallback) == ("primitives", False)
 
 
 @pytest.mark.parametrize("override, fragment", [

@@ -65,6 +65,15 @@ def test_macro_run_in_sf_workers(tmp_path, backend):
         assert done.seed == eval_seed("test", int(sf_cfg["seed"] or 0), 1)
         assert done.frames == done.steps == sum(done.actions.values())
         assert_replay(done.path, done.steps)
+        # The preview (W&B, `rlgpt report`) names why there is none and never raises: a disk that cannot
+        # take the file is a reason, like a directory without a policy.
+        from rlgpt.run.replay import preview
+
+        blocker = tmp_path / "a_file"
+        blocker.write_text("")
+        missing, why = preview(result.run_dir, blocker / "replay.gif")
+        assert missing is None and why
+        assert preview(tmp_path / "nowhere") == (None, f"{str(tmp_path / 'nowhere')!r} is not a directory")
 
 
 def test_stop_at_success_ends_the_run_at_the_first_full_window_past_it(tmp_path):

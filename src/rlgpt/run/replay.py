@@ -11,6 +11,7 @@ wrappers as the evaluation (`rlgpt.rl.evaluate.play_episode`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlgpt import layout
+from rlgpt.errors import RlgptError
 from rlgpt.rl.checkpoint import EvalError
 
 FPS = 5
@@ -102,6 +104,21 @@ def replay(run: str | Path, out: str | Path | None = None, episode: int = 0, len
         counts[label] = counts.get(label, 0) + 1
     return Replay(out, len(recorder.frames), played.steps, seed, player.describe, played.success,
                   played.episode_return, counts)
+
+
+def preview(run: str | Path, out: str | Path | None = None) -> tuple[Replay | None, str]:
+    """Test episode 0 of `run` as a preview (`replay`, at most `PREVIEW_STEPS` steps): the replay and "",
+    or None and why there is none (no policy, a missing checkpoint, a disk that cannot take the file). A
+    visualisation after the run (its steps are in no budget): it never ends a run or a report, and a file
+    it could not finish is removed."""
+    target = Path(out) if out is not None else None
+    try:
+        return replay(run, target, length=PREVIEW_STEPS), ""
+    except (RlgptError, OSError) as exc:
+        if target is not None:
+            with contextlib.suppress(OSError):  # where the file could not be written it cannot be removed
+                target.unlink(missing_ok=True)
+        return None, str(exc)
 
 
 def _player(run: Path, length: int | None) -> _Player:

@@ -479,7 +479,7 @@ def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any
     """One replay per mode (`rlgpt.run.replay`: test episode 0 of the first run of that mode, at most
     `rlgpt.run.replay.PREVIEW_STEPS` steps) as ``replay_<mode>.gif`` in `out`, and the Markdown embedding
     them; a run that cannot be replayed (no policy, a missing checkpoint) is named with the reason instead."""
-    from rlgpt.run.replay import PREVIEW_STEPS, replay
+    from rlgpt.run.replay import preview
 
     lines, written = [], {}
     first: dict[str, tuple[Path, dict[str, Any]]] = {}
@@ -487,11 +487,9 @@ def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any
         first.setdefault(variant(summary), (Path(run_dir), summary))
     for name, (run_dir, summary) in first.items():
         gif = out / f"replay_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name).strip('_')}.gif"
-        try:
-            done = replay(run_dir, gif, length=PREVIEW_STEPS)
-        except (RlgptError, OSError) as exc:
-            gif.unlink(missing_ok=True)
-            lines.append(f"- {_who(summary)}: no replay ({exc})")
+        done, why = preview(run_dir, gif)
+        if done is None:
+            lines.append(f"- {_who(summary)}: no replay ({why})")
             continue
         written[gif.stem] = gif
         lines.append(f"### {name}: {summary['task']}, seed {summary.get('seed', '?')}\n\n"

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from rlgpt import layout, rundir
 from rlgpt.config import RunConfig
-from rlgpt.errors import RlgptError
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
@@ -160,10 +159,10 @@ def _replay_gif(run_dir: Path) -> Path | None:
     """The run's test episode 0 as a GIF for W&B (`rlgpt.run.replay`, at most ``PREVIEW_STEPS``: a
     visualisation after the run, its steps in no budget); None, with the reason on stderr, when the run has
     no policy to replay."""
-    from rlgpt.run.replay import PREVIEW_STEPS, replay
+    from rlgpt.run.replay import preview
 
-    try:
-        return replay(run_dir, length=PREVIEW_STEPS).path
-    except RlgptError as exc:
-        print(f"rlgpt run: no replay for W&B: {exc}", file=sys.stderr)
+    done, why = preview(run_dir)
+    if done is None:
+        print(f"rlgpt run: no replay for W&B: {why}", file=sys.stderr)
         return None
+    return done.path
