@@ -84,9 +84,12 @@ def run_iteration(label: str, argv: list[str], state_dir: Path, run_dir: Path) -
     began = time.perf_counter()
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - began
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return IterationRun(label, wall, phase_seconds(run_dir / "phases.jsonl"), dict(summary.get("llm", {})),
-                        float(summary.get("success_rate", 0.0)))
+    from rlgpt import layout
+    from rlgpt.run.records import RunSummary
+
+    summary = RunSummary.read(run_dir / layout.SUMMARY_JSON)
+    return IterationRun(label, wall, phase_seconds(run_dir / "phases.jsonl"), dict(summary.llm or {}),
+                        float(summary.success_rate))
 
 
 def warm_command(config: str, overrides: list[str]) -> list[str]:

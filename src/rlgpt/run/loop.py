@@ -52,7 +52,15 @@ from rlgpt.run.marks import (
     run_marks,
     training_marks,
 )
-from rlgpt.run.records import IterationRecord, JobRecord, job_record, kept_writers, result_record, step
+from rlgpt.run.records import (
+    IterationRecord,
+    JobRecord,
+    RunSummary,
+    job_record,
+    kept_writers,
+    result_record,
+    step,
+)
 from rlgpt.run.skills import Skill, SkillLibrary
 from rlgpt.tracking import LoopProgress
 
@@ -410,7 +418,7 @@ class Loop:
             if skill is not None:  # a subtask whose every training failed is left out of the chain
                 chain.append(Skill(**skill))
             link = sub_dir / layout.SUMMARY_JSON  # absent when the link's skill came from the library
-            link_fallbacks = json.loads(link.read_text()).get("fallbacks", {}) if link.exists() else {}
+            link_fallbacks = (RunSummary.read(link).fallbacks or {}) if link.exists() else {}
             parts.append(IterationRecord(
                 index=i, dir=sub_dir.name, task=sub.name, source=choice["source"], fallbacks=link_fallbacks,
                 ok=skill is not None, success_rate=skill["success_rate"] if skill else 0.0,
@@ -467,27 +475,29 @@ class Loop:
         found = library.best(task, self.cfg.skill_threshold)
         if found is not None:
             return {"source": "library", "steps": 0, "steps_by_kind": {}, "skill": dataclasses.asdict(found)}
-        summary = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
+        written = step(sub_dir / layout.SUMMARY_JSON, self.run_loop, task, sub_dir, steps, start_pool,
                        options, False, code_skills)
-        by_kind = steps_by_kind(summary)
-        if summary["best"] is None:  # every training failed: nothing to play, but the steps were spent
-            return {"source": "trained, failed", "steps": summary["steps_used"], "steps_by_kind": by_kind,
+        by_kind = steps_by_kind(written)
+        summary = RunSummary.from_dict(written)
+        if summary.best is None:  # every training failed: nothing to play, but the steps were spent
+            return {"source": "trained, failed", "steps": summary.steps_used, "steps_by_kind": by_kind,
                     "skill": None}
-        best_dir = sub_dir / summary["best"]
+        best_dir = sub_dir / summary.best
         macros = measured_macros(best_dir)
-        provenance = {"run_dir": str(sub_dir), "iteration": summary["best"],
+        provenance = {"run_dir": str(sub_dir), "iteration": summary.best,
                       "model_id": getattr(self.agents.fast.client, "model_id", "")}
         # Storing is a decision: it reads validation episodes, never the subtask's test result.
-        rate = summary.get("validation_success_rate", summary["success_rate"])
+        rate = (summary.success_rate if summary.validation_success_rate is None
+                else summary.validation_success_rate)
         if rate >= self.cfg.skill_threshold:
-            skill = library.add(task, rate, summary["steps_used"], provenance,
+            skill = library.add(task, rate, summary.steps_used, provenance,
                                 selected_train_dir(best_dir), macros)
             source = "trained, stored"
         else:  # not good enough for the library, but the chain still tries it
-            skill = Skill(task, rate, summary["steps_used"], provenance, macros,
+            skill = Skill(task, rate, summary.steps_used, provenance, macros,
                           path=str(best_dir), policy=selected_train_dir(best_dir).name)
             source = "trained, below threshold"
-        return {"source": source, "steps": summary["steps_used"], "steps_by_kind": by_kind,
+        return {"source": source, "steps": summary.steps_used, "steps_by_kind": by_kind,
                 "skill": dataclasses.asdict(skill)}
 
     def summarize(self, task: str, run_dir: Path, steps: int, iterations: list[IterationRecord],

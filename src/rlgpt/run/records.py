@@ -1,7 +1,7 @@
 """The records a run directory holds, shared by the loop, the baselines and the report: how a step's value
 is written and read back (`step`), an iteration's training record (`JobRecord`, ``training.json``), an
-entry of the summary's ``iterations`` (`IterationRecord`), the run's result record (`result_record`,
-``summary.json``), and who wrote the kept macros (`kept_writers`, `writer_counts`).
+entry of the summary's ``iterations`` (`IterationRecord`), the run's result record (`RunSummary`,
+``summary.json``, built by `result_record`), and who wrote the kept macros (`kept_writers`, `writer_counts`).
 
 The typed records write the JSON the run directory always held (`Record.to_dict`) and read any version of
 it back (`Record.from_dict`: keys an older file lacks take their defaults, keys a newer one adds are
@@ -184,10 +184,110 @@ def job_record(result: JobResult) -> dict[str, Any]:
     return JobRecord.of(result).to_dict()
 
 
+@dataclasses.dataclass
+class RunSummary(Record):
+    """``summary.json``: the result record every mode writes (`result_record`; the runner adds
+    ``model_id``, ``llm``, ``skill_library`` and ``run_dir``) and `rlgpt report` reads. A summary written
+    before a key existed reads as the field's default (None where a reader must tell "not recorded")."""
+
+    OMIT_NONE = ("checkpoint", "validation_success_rate", "test_error", "error", "played_steps", "plan",
+                 "fallbacks", "marks", "steps_to_success", "model_id", "llm", "skill_library", "run_dir")
+
+    task: str = ""
+    """The task the run learned (a chain: its final task)."""
+    mode: str = ""
+    """``rlgpt``, ``ppo`` or ``code``."""
+    seed: int | None = None
+    """The run's seed (None: unrecorded)."""
+    steps_budget: int = 0
+    """``--steps``: what the run was allowed to charge."""
+    steps_used: int = 0
+    """The steps charged to the budget: ``steps_by_kind`` summed without ``test_eval``."""
+    steps_by_kind: dict[str, int] | None = None
+    """Every env step the run took, per kind (`rlgpt.run.ledger.STEP_KINDS`); None in a run written before
+    steps were counted by kind."""
+    prompt_knowledge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The agents' ablation knobs the report labels runs by (``env_doc``, ``examples``, ``api``,
+    ``goal_fallback``); a key an older run lacks had its default."""
+    success_rate: float = 0.0
+    """The reported success: the selected policy's test evaluation (validation's for runs before it)."""
+    achievement_success: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Per-achievement success (0-1) of that evaluation."""
+    eval_episodes: int = 0
+    """How many episodes that evaluation played."""
+    eval_split: str | None = None
+    """Which seeds it played (``test``; None when nothing was evaluated)."""
+    written_by: dict[str, int] | None = None
+    """How many of the reported policy's kept macros each of `WRITERS` wrote; None in a run written before
+    the summary said so."""
+    own_code_share: float | None = None
+    """The model's and the library's share of those macros (None without macros)."""
+    expert_code: bool = False
+    """Some iteration kept expert code."""
+    iterations: list[IterationRecord] = dataclasses.field(default_factory=list)
+    """The run's iterations (a chain: its links; a baseline: its single step)."""
+    best: str | None = None
+    """The selected iteration's directory (``chain`` for a plan; None when no training finished)."""
+    checkpoint: str | None = None
+    """The selected policy's training directory: the loop's and ``ppo``'s (None when none finished)."""
+    validation_success_rate: float | None = None
+    """The selected iteration's validation success (the loop's, when one finished)."""
+    test_error: str | None = None
+    """Why the selected policy's test evaluation failed ("" when it did not); beside
+    ``validation_success_rate``."""
+    error: str | None = None
+    """Why a baseline's job failed ("" when it did not; ``ppo``'s and ``code``'s)."""
+    played_steps: int | None = None
+    """``code``: the steps its policy played."""
+    plan: list[str] | None = None
+    """A chain: the planner's subtasks."""
+    fallbacks: dict[str, list[str]] | None = None
+    """Role -> what it fell back to over the run (`rlgpt.run.loop.run_fallbacks`; the loop's)."""
+    marks: list[dict[str, Any]] | None = None
+    """The budget-mark test evaluations (`rlgpt.run.marks.mark_entry`); None in a run without them."""
+    steps_to_success: dict[str, int | None] | None = None
+    """Per success level ("0.5", ...): the first mark reaching it (`rlgpt.run.marks.steps_to_success`)."""
+    model_id: str | None = None
+    """The LLM the agents used (modes with agents)."""
+    llm: dict[str, float] | None = None
+    """The LLM client's metrics (calls, tokens, cache hits, fallbacks)."""
+    skill_library: dict[str, Any] | None = None
+    """The code library the run read and what it stored (`rlgpt.run.runner.code_skills_record`)."""
+    run_dir: str | None = None
+    """The run directory (the report sets it to the directory it read when absent)."""
+
+    def kept_none(self) -> tuple[str, ...]:
+        """The `OMIT_NONE` keys this summary's mode writes even when None: ``checkpoint`` (the loop's and
+        ``ppo``'s), ``error`` (the baselines') and ``test_error`` (the loop's, beside
+        ``validation_success_rate``)."""
+        kept = []
+        if self.mode == "ppo" or (self.mode == "rlgpt" and self.plan is None):
+            kept.append("checkpoint")
+        if self.mode in ("ppo", "code"):
+            kept.append("error")
+        if self.validation_success_rate is not None:
+            kept.append("test_error")
+        return tuple(kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        for key in self.kept_none():
+            data.setdefault(key, None)
+        data["iterations"] = [it.to_dict() for it in self.iterations]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        summary = super().from_dict(data)
+        summary.iterations = [IterationRecord.from_dict(it) for it in data.get("iterations") or []]
+        return summary
+
+
 def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Mapping[str, int],
                   report: dict[str, Any], iterations: Sequence[IterationRecord],
                   **extra: Any) -> dict[str, Any]:
-    """The record every mode writes as ``summary.json`` (what `rlgpt report` reads). ``prompt_knowledge``
+    """The record every mode writes as ``summary.json`` (what `rlgpt report` reads): `RunSummary` as
+    written, the `RunSummary` fields in `extra` set (``best``, ``marks``, ...). ``prompt_knowledge``
     holds the agents' ablation knobs the report labels runs by: the prompt-knowledge ones
     (`AgentConfig.env_doc`, ``examples``) and the API ablation's (``api``, ``goal_fallback``).
 
@@ -204,14 +304,14 @@ def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Ma
     selected = [it for it in iterations if it.dir == extra.get("best")] or list(iterations[-1:])
     counts = writer_counts({k: v for it in selected for k, v in (it.written_by or {}).items()})
     total = sum(counts.values())
-    return {"task": task, "mode": mode, "seed": cfg.seed, "steps_budget": budget,
-            "steps_used": charged(by_kind), "steps_by_kind": by_kind,
-            "prompt_knowledge": {"env_doc": cfg.agents.env_doc, "examples": cfg.agents.examples,
-                                 "api": cfg.agents.api, "goal_fallback": cfg.agents.goal_fallback},
-            "success_rate": float(report.get("success_rate", 0.0)),
-            "achievement_success": report.get("achievement_success", {}),
-            "eval_episodes": report.get("episodes", 0), "eval_split": report.get("split"),
-            "written_by": counts,
-            "own_code_share": (counts["model"] + counts["library"]) / total if total else None,
-            "expert_code": any("expert" in (it.written_by or {}).values() for it in iterations),
-            "iterations": [it.to_dict() for it in iterations], **extra}
+    return RunSummary(
+        task=task, mode=mode, seed=cfg.seed, steps_budget=budget, steps_used=charged(by_kind),
+        steps_by_kind=by_kind,
+        prompt_knowledge={"env_doc": cfg.agents.env_doc, "examples": cfg.agents.examples,
+                          "api": cfg.agents.api, "goal_fallback": cfg.agents.goal_fallback},
+        success_rate=float(report.get("success_rate", 0.0)),
+        achievement_success=report.get("achievement_success", {}),
+        eval_episodes=report.get("episodes", 0), eval_split=report.get("split"),
+        written_by=counts, own_code_share=(counts["model"] + counts["library"]) / total if total else None,
+        expert_code=any("expert" in (it.written_by or {}).values() for it in iterations),
+        iterations=list(iterations), **extra).to_dict()

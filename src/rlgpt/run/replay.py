@@ -130,11 +130,12 @@ def _player(run: Path, length: int | None) -> _Player:
         raise EvalError(f"{str(run)!r} is neither a run directory of `rlgpt run` (no {layout.SUMMARY_JSON}: "
                         f"unfinished?) nor a training directory of `rlgpt train` (no {layout.SF_CONFIG})")
     from rlgpt.config import load_run_config
+    from rlgpt.run.records import RunSummary
 
-    summary = json.loads(summary_path.read_text())
+    summary = RunSummary.read(summary_path)
     cfg = load_run_config(run / layout.RUN_YAML)
     length = length or cfg.eval_length(cfg.task)
-    if summary.get("mode") == "code":
+    if summary.mode == "code":
         from rlgpt.run.baselines import POLICY_MACRO, MacroPolicy, macro_policy_env
 
         written = json.loads((run / layout.CODE_DIR / layout.FAST_JSON).read_text())
@@ -143,12 +144,12 @@ def _player(run: Path, length: int | None) -> _Player:
         env = macro_policy_env(cfg, written["source"], length)
         return _Player(env, MacroPolicy(env.action_space.n - 1), {POLICY_MACRO: written["source"]}, cfg.seed,
                        f"code: {POLICY_MACRO}")
-    if not summary.get("best"):
+    if not summary.best:
         raise EvalError(f"{run}: no iteration finished its training and evaluation: there is no policy to "
                         "replay")
     from rlgpt.run.loop import selected_train_dir
 
-    return _trained(selected_train_dir(run / summary["best"]), length, cfg.seed)
+    return _trained(selected_train_dir(run / summary.best), length, cfg.seed)
 
 
 def _trained(train_dir: Path, length: int | None, run_seed: int | None) -> _Player:

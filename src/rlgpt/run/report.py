@@ -29,7 +29,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from rlgpt import layout, rundir
 from rlgpt.errors import RlgptError
 from rlgpt.macro.api import DEPRECATED_LEVELS
 from rlgpt.run.ledger import STEP_KINDS  # the order the steps table shows them (others a run reports follow)
-from rlgpt.run.records import WRITERS, IterationRecord, kept_writers, writer_counts
+from rlgpt.run.records import WRITERS, RunSummary, kept_writers, writer_counts
 
 MODES_ORDER = ("ppo", "code", "rlgpt")
 THRESHOLDS = ("0.5", "0.8", "0.9")
@@ -47,11 +47,20 @@ LLM_MODES = ("rlgpt", "code")
 """Modes whose results depend on the prompts (the prompt-knowledge label applies to them only)."""
 
 
+Summaries = Sequence[RunSummary | Mapping[str, Any]]
+"""Runs' summaries as the report's tables take them: records, or ``summary.json``'s dicts (`typed`)."""
+
+
 class ReportError(RlgptError, ValueError):
     """A directory given to `rlgpt report` holds no finished run."""
 
 
-def load_summaries(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
+def typed(summaries: Summaries) -> list[RunSummary]:
+    """`summaries` as records (a dict read as `RunSummary.from_dict`)."""
+    return [s if isinstance(s, RunSummary) else RunSummary.from_dict(s) for s in summaries]
+
+
+def load_summaries(run_dirs: Sequence[str | Path]) -> list[RunSummary]:
     """The ``summary.json`` of each run directory (``run_dir`` set to the directory when it lacks one)."""
     out = []
     for d in run_dirs:
@@ -59,30 +68,26 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         if not path.is_file():
             raise ReportError(f"{str(d)!r} holds no summary.json (not a finished `rlgpt run` directory)")
         try:
-            summary = json.loads(path.read_text())
+            summary = RunSummary.read(path)
         except json.JSONDecodeError as exc:
             raise ReportError(f"{str(path)!r} is not valid JSON: {exc}") from None
-        summary.setdefault("run_dir", str(d))
+        if summary.run_dir is None:
+            summary.run_dir = str(d)
         out.append(summary)
     return out
 
 
-def iteration_records(summary: dict[str, Any]) -> list[IterationRecord]:
-    """A summary's ``iterations`` (none in a summary without them)."""
-    return [IterationRecord.from_dict(it) for it in summary.get("iterations") or []]
-
-
 # -- grouping -------------------------------------------------------------------------------------------
 
-def variant(summary: dict[str, Any]) -> str:
+def variant(summary: RunSummary) -> str:
     """A run's column: its mode, with the agents' ablation knobs that differ from the defaults
     (``rlgpt[env_doc=none,examples=off]``, ``code[api=basic]``, ``rlgpt[goal_fallback=off]``); runs without
     ``prompt_knowledge`` (or without its ``api``/``goal_fallback``, which came later) had the defaults, and
     ``ppo`` has no agents. ``goal_fallback`` is not labelled at ``api: basic``: there is no fallback there
     either way (`AgentConfig.goal_fallback`), so those runs share one column. ``skills``, the old name of
     ``expert``, reads as ``expert``."""
-    mode = summary["mode"]
-    knowledge = summary.get("prompt_knowledge") or {}
+    mode = summary.mode
+    knowledge = summary.prompt_knowledge or {}
     parts = []
     if mode in LLM_MODES:
         if knowledge.get("env_doc", "full") != "full":
@@ -98,9 +103,9 @@ def variant(summary: dict[str, Any]) -> str:
     return f"{mode}[{','.join(parts)}]" if parts else mode
 
 
-def _order(summaries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def _order(summaries: list[RunSummary]) -> tuple[list[str], list[str]]:
     """Tasks in first-seen order; variants by `MODES_ORDER`, plain mode before its ablations."""
-    tasks = list(dict.fromkeys(s["task"] for s in summaries))
+    tasks = list(dict.fromkeys(s.task for s in summaries))
     names = list(dict.fromkeys(variant(s) for s in summaries))
 
     def key(name: str) -> tuple[int, int, int]:
@@ -111,14 +116,14 @@ def _order(summaries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return tasks, sorted(names, key=key)
 
 
-def _groups(summaries: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for s in sorted(summaries, key=lambda s: s.get("seed", 0)):
-        groups.setdefault((s["task"], variant(s)), []).append(s)
+def _groups(summaries: list[RunSummary]) -> dict[tuple[str, str], list[RunSummary]]:
+    groups: dict[tuple[str, str], list[RunSummary]] = {}
+    for s in sorted(summaries, key=lambda s: s.seed or 0):
+        groups.setdefault((s.task, variant(s)), []).append(s)
     return groups
 
 
-def _cells(summaries: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+def _cells(summaries: list[RunSummary]) -> Iterator[tuple[str, str, list[RunSummary]]]:
     """(task, variant, its runs by seed) for every pair that has runs, tasks then variants in `_order`."""
     tasks, variants = _order(summaries)
     groups = _groups(summaries)
@@ -128,36 +133,41 @@ def _cells(summaries: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dic
                 yield task, v, groups[(task, v)]
 
 
-def _who(s: dict[str, Any]) -> str:
-    where = f" ({s['run_dir']})" if s.get("run_dir") else ""
-    return f"{s['task']} / {variant(s)} / seed {s.get('seed', '?')}{where}"
+def _who(s: RunSummary) -> str:
+    where = f" ({s.run_dir})" if s.run_dir else ""
+    return f"{s.task} / {variant(s)} / seed {_seed(s)}{where}"
+
+
+def _seed(s: RunSummary) -> int | str:
+    return "?" if s.seed is None else s.seed
 
 
 # -- who wrote the code ---------------------------------------------------------------------------------
 
-def run_writers(summary: dict[str, Any]) -> tuple[dict[str, int], bool] | None:
+def run_writers(summary: RunSummary) -> tuple[dict[str, int], bool] | None:
     """(who wrote the reported policy's kept macros, counted by `WRITERS`; whether any iteration kept
     expert code) of one run: from its summary, or for a run recorded before the summary said so, from its
     iterations' ``fast.json``; None when neither tells (or the mode writes no code)."""
-    if summary.get("mode") not in LLM_MODES:
+    if summary.mode not in LLM_MODES:
         return None
-    if isinstance(summary.get("written_by"), dict):
-        return {w: int(summary["written_by"].get(w, 0)) for w in WRITERS}, bool(summary.get("expert_code"))
-    run_dir = summary.get("run_dir")
+    if isinstance(summary.written_by, dict):
+        return {w: int(summary.written_by.get(w, 0)) for w in WRITERS}, bool(summary.expert_code)
+    run_dir = summary.run_dir
     per_iteration: dict[str, dict[str, str]] = {}
-    for it in iteration_records(summary):
+    for it in summary.iterations:
         path = Path(run_dir or ".") / it.dir / layout.FAST_JSON
         if run_dir and path.is_file():
             per_iteration[it.dir] = kept_writers(json.loads(path.read_text()))
     if not per_iteration:
         return None
-    selected = per_iteration.get(summary.get("best") or "") or list(per_iteration.values())[-1]
+    selected = per_iteration.get(summary.best or "") or list(per_iteration.values())[-1]
     return writer_counts(selected), any("expert" in w.values() for w in per_iteration.values())
 
 
-def writers_table(summaries: list[dict[str, Any]]) -> Table:
+def writers_table(summaries: Summaries) -> Table:
     """Per task x variant of the modes that write code: who wrote the kept macros of the reported policies
     (summed over seeds), the model's and the library's share, and how many runs kept expert code at all."""
+    summaries = typed(summaries)
     rows, notes = [], []
     for task, v, runs in _cells(summaries):
         if v.split("[", 1)[0] not in LLM_MODES:
@@ -194,20 +204,20 @@ class Point:
     """Primitive steps the result stands for (the mark, or the run's ``steps_used`` at its end)."""
 
 
-def at_budget(summary: dict[str, Any], budget: int | None) -> tuple[Point | None, str]:
+def at_budget(summary: RunSummary, budget: int | None) -> tuple[Point | None, str]:
     """`summary`'s result at `budget` (None: its final result) and, when it has none there, why ("" else).
 
     Only a test-split evaluation at exactly `budget` counts: a run whose marks stop short of it (it stopped
     early, or its budget was smaller) or that has no marks at all (older runs) has no result there.
     """
     if budget is None:
-        return Point(float(summary.get("success_rate", 0.0)), dict(summary.get("achievement_success") or {}),
-                     int(summary.get("steps_used", 0))), ""
-    marks = summary.get("marks") or []
+        return Point(float(summary.success_rate), dict(summary.achievement_success or {}),
+                     int(summary.steps_used)), ""
+    marks = summary.marks or []
     if not marks:
-        if summary.get("mode") == "code":
+        if summary.mode == "code":
             return None, (f"a --mode code run trains nothing, so it has no budget marks (its final result, "
-                          f"{float(summary.get('success_rate', 0.0)):.2f}, is the same at any budget)")
+                          f"{float(summary.success_rate):.2f}, is the same at any budget)")
         return None, "no budget-mark evaluations (`marks`) in its summary.json"
     for mark in marks:
         if int(mark["steps"]) == budget:
@@ -259,8 +269,9 @@ class Cell:
         return f"{mean:.2f} ± {std:.2f} (n={self.n}, {min(self.values):.2f}-{max(self.values):.2f})"
 
 
-def table2_cells(summaries: list[dict[str, Any]], budget: int | None = None) -> dict[tuple[str, str], Cell]:
+def table2_cells(summaries: Summaries, budget: int | None = None) -> dict[tuple[str, str], Cell]:
     """Table 2's cells by (task, variant)."""
+    summaries = typed(summaries)
     cells = {}
     for key, runs in _groups(summaries).items():
         values, missing, notes = [], [], []
@@ -270,12 +281,12 @@ def table2_cells(summaries: list[dict[str, Any]], budget: int | None = None) -> 
                 missing.append(f"{_who(s)}: {why}")
                 continue
             values.append(point.success)
-            if budget is None and s.get("eval_split") != "test":
-                if not s.get("eval_episodes") and s.get("error"):  # nothing was played: say why
-                    notes.append(f"{_who(s)}: no evaluation episode was played ({s['error']})")
+            if budget is None and s.eval_split != "test":
+                if not s.eval_episodes and s.error:  # nothing was played: say why
+                    notes.append(f"{_who(s)}: no evaluation episode was played ({s.error})")
                 else:
                     notes.append(f"{_who(s)}: its final result was evaluated on "
-                                 f"{s.get('eval_split') or 'unrecorded'} episodes, not test")
+                                 f"{s.eval_split or 'unrecorded'} episodes, not test")
             writers = run_writers(s)
             if writers is not None and writers[1]:
                 notes.append(f"{_who(s)}: used expert code (kept macros of the reported policy: "
@@ -310,8 +321,9 @@ def budget_words(budget: int | None) -> str:
     return "each run's final result" if budget is None else f"{budget:,} primitive steps (budget marks)"
 
 
-def table2(summaries: list[dict[str, Any]], budget: int | None = None) -> Table:
+def table2(summaries: Summaries, budget: int | None = None) -> Table:
     """Table 2: rows tasks, columns variants; cells "mean ± std (n=seeds, min-max)" of test success."""
+    summaries = typed(summaries)
     tasks, variants = _order(summaries)
     cells = table2_cells(summaries, budget)
     notes: list[str] = []
@@ -334,19 +346,19 @@ def table2(summaries: list[dict[str, Any]], budget: int | None = None) -> Table:
     return Table(title, ["task", *variants], rows, notes)
 
 
-def result_table(summaries: list[dict[str, Any]], budget: int | None = None) -> str:
+def result_table(summaries: Summaries, budget: int | None = None) -> str:
     """Table 2 as Markdown (without its heading): one row per task, one column per variant."""
     return table2(summaries, budget).markdown().split("\n", 2)[2]
 
 
-def run_steps_to(summary: dict[str, Any], threshold: str) -> tuple[bool, int | None]:
+def run_steps_to(summary: RunSummary, threshold: str) -> tuple[bool, int | None]:
     """(known, steps): the primitive steps at which `summary`'s budget-mark evaluations first reached
     `threshold` (None: never); known is False when the run has neither ``steps_to_success`` nor marks."""
-    recorded = summary.get("steps_to_success")
+    recorded = summary.steps_to_success
     if isinstance(recorded, dict) and threshold in recorded:
         value = recorded[threshold]
         return True, None if value is None else int(value)
-    marks = [m for m in summary.get("marks") or [] if m.get("split", "test") == "test"]
+    marks = [m for m in summary.marks or [] if m.get("split", "test") == "test"]
     if not marks:
         return False, None
     level = float(threshold)
@@ -369,8 +381,9 @@ def human_steps(steps: float) -> str:
     return f"{steps:.0f}"
 
 
-def steps_to_success_table(summaries: list[dict[str, Any]]) -> Table:
+def steps_to_success_table(summaries: Summaries) -> Table:
     """Per task x variant: for each threshold, the median steps to reach it over seeds and how many did."""
+    summaries = typed(summaries)
     rows, notes = [], []
     for task, v, runs in _cells(summaries):
         row = [task, v]
@@ -392,19 +405,20 @@ def steps_to_success_table(summaries: list[dict[str, Any]]) -> Table:
     return Table(title, ["task", "variant", *THRESHOLDS], rows, notes)
 
 
-def steps_by_kind_table(summaries: list[dict[str, Any]]) -> Table:
+def steps_by_kind_table(summaries: Summaries) -> Table:
     """Per task x variant: the mean over seeds of each kind of env step and of ``steps_used``."""
+    summaries = typed(summaries)
     kinds = list(STEP_KINDS)
     for s in summaries:
-        kinds += [k for k in (s.get("steps_by_kind") or {}) if k not in kinds]
+        kinds += [k for k in (s.steps_by_kind or {}) if k not in kinds]
     rows, notes = [], []
     for task, v, runs in _cells(summaries):
-        known = [s for s in runs if isinstance(s.get("steps_by_kind"), dict)]
+        known = [s for s in runs if isinstance(s.steps_by_kind, dict)]
         row = [task, v, str(len(runs))]
         for kind in kinds:
-            row.append(f"{statistics.fmean(int(s['steps_by_kind'].get(kind, 0)) for s in known):,.0f}"
+            row.append(f"{statistics.fmean(int(s.steps_by_kind.get(kind, 0)) for s in known):,.0f}"  # type: ignore[union-attr]
                        if known else "n/a")
-        row.append(f"{statistics.fmean(int(s.get('steps_used', 0)) for s in runs):,.0f}")
+        row.append(f"{statistics.fmean(int(s.steps_used) for s in runs):,.0f}")
         if len(known) < len(runs):
             notes.append("no `steps_by_kind` in its summary.json (an older run: steps_used is what it "
                          "counted then): " + "; ".join(_who(s) for s in runs if s not in known))
@@ -470,11 +484,11 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, budget: in
         images = {k: v for k, v in written.items() if v.suffix == ".png"}
         videos = {k: v for k, v in written.items() if v.suffix == ".gif"}
         log_report_to_wandb(wandb_project, out, {k: (t.columns, t.rows) for k, t in tables.items()}, images,
-                            {"budget": budget, "runs": [s.get("run_dir") for s in summaries]}, videos)
+                            {"budget": budget, "runs": [s.run_dir for s in summaries]}, videos)
     return written
 
 
-def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any]], out: Path
+def replay_section(run_dirs: Sequence[str | Path], summaries: list[RunSummary], out: Path
                    ) -> tuple[str, dict[str, Path]]:
     """One replay per mode (`rlgpt.run.replay`: test episode 0 of the first run of that mode, at most
     `rlgpt.run.replay.PREVIEW_STEPS` steps) as ``replay_<mode>.gif`` in `out`, and the Markdown embedding
@@ -482,7 +496,7 @@ def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any
     from rlgpt.run.replay import preview
 
     lines, written = [], {}
-    first: dict[str, tuple[Path, dict[str, Any]]] = {}
+    first: dict[str, tuple[Path, RunSummary]] = {}
     for run_dir, summary in zip(run_dirs, summaries, strict=True):
         first.setdefault(variant(summary), (Path(run_dir), summary))
     for name, (run_dir, summary) in first.items():
@@ -492,7 +506,7 @@ def replay_section(run_dirs: Sequence[str | Path], summaries: list[dict[str, Any
             lines.append(f"- {_who(summary)}: no replay ({why})")
             continue
         written[gif.stem] = gif
-        lines.append(f"### {name}: {summary['task']}, seed {summary.get('seed', '?')}\n\n"
+        lines.append(f"### {name}: {summary.task}, seed {_seed(summary)}\n\n"
                      f"![{name}]({gif.name})\n\nTest episode 0 (env seed {done.seed}), {done.steps} steps, "
                      f"{'success' if done.success else 'no success'}; played by {done.policy}.")
     return "## Replays\n\n" + "\n\n".join(lines), written
@@ -522,17 +536,17 @@ def _table_png(table: Table, path: Path) -> None:
     plt.close(fig)
 
 
-def mark_curve(runs: list[dict[str, Any]]) -> list[tuple[int, float, float, float, int]]:
+def mark_curve(runs: Summaries) -> list[tuple[int, float, float, float, int]]:
     """(steps, mean, min, max, seeds) of `runs`' test budget marks at every step any of them has."""
     at: dict[int, list[float]] = {}
-    for s in runs:
-        for mark in s.get("marks") or []:
+    for s in typed(runs):
+        for mark in s.marks or []:
             if mark.get("split", "test") == "test":
                 at.setdefault(int(mark["steps"]), []).append(float(mark["success_rate"]))
     return [(m, statistics.fmean(v), min(v), max(v), len(v)) for m, v in sorted(at.items())]
 
 
-def _marks_png(summaries: list[dict[str, Any]], path: Path) -> bool:
+def _marks_png(summaries: list[RunSummary], path: Path) -> bool:
     """Success vs steps, one panel per task with marks, one line per variant; False (nothing written)
     when no run has marks."""
     import matplotlib.pyplot as plt
@@ -563,15 +577,15 @@ def _marks_png(summaries: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def _iterations_png(summaries: list[dict[str, Any]], path: Path) -> bool:
+def _iterations_png(summaries: list[RunSummary], path: Path) -> bool:
     """Each run's validation success per loop iteration (how the loop went, not a reported result)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for s in summaries:
-        its = iteration_records(s)
+        its = s.iterations
         ax.plot([it.index + 1 for it in its], [it.success_rate for it in its], marker="o",
-                label=f"{s['task']} / {variant(s)} / seed {s.get('seed', '?')}")
+                label=f"{s.task} / {variant(s)} / seed {_seed(s)}")
     _success_axes(ax, "iteration", "evaluation success (validation)")
     _save(fig, path)
     return True
@@ -595,7 +609,7 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def crafter_section(summaries: list[dict[str, Any]], png: Path, budget: int | None = None) -> str:
+def crafter_section(summaries: Summaries, png: Path, budget: int | None = None) -> str:
     """For the runs of the Crafter benchmark task: Markdown with the Crafter score per variant (mean and
     range over seeds, from each run's per-achievement success at `budget`) and per-achievement success,
     and the paper's per-achievement chart at `png` (achievement rates averaged over seeds per variant).
@@ -604,10 +618,11 @@ def crafter_section(summaries: list[dict[str, Any]], png: Path, budget: int | No
     from rlgpt.rl.evaluate import plot_crafter_achievements
     from rlgpt.rl.score import PAPER_SCORES_1M, crafter_score, percent_rates
 
+    summaries = typed(summaries)
     points: dict[str, list[Point]] = {}
     missing = []
     for s in summaries:
-        if s["task"] != BENCHMARK_TASK:
+        if s.task != BENCHMARK_TASK:
             continue
         point, why = at_budget(s, budget)
         if point is None or not point.achievement_success:

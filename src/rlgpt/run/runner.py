@@ -13,6 +13,7 @@ from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
+from rlgpt.run.records import RunSummary
 from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -
     return AccountedClient(build_client(cfg.llm, backend=backend, log_dir=run_dir / layout.LLM_LOGS))
 
 
-def code_skills_record(cfg: RunConfig, run_dir: Path, summary: dict[str, Any], library: SkillLibrary,
+def code_skills_record(cfg: RunConfig, run_dir: Path, summary: RunSummary, library: SkillLibrary,
                        read: CodeLibrary, model_id: str) -> dict[str, Any]:
     """``summary.json``'s ``skill_library``: the library the run read (`CodeLibrary.ref`), which of its
     skills the best iteration's kept macros call, and the code skills the run stored (a loop run's best
@@ -38,7 +39,7 @@ def code_skills_record(cfg: RunConfig, run_dir: Path, summary: dict[str, Any], l
     from rlgpt.run.skills import verified_code_skills
 
     record: dict[str, Any] = {**read.ref(), "called": {}, "stored": []}
-    best = summary.get("best")
+    best = summary.best
     fast_file = run_dir / str(best) / layout.FAST_JSON
     if not best or not fast_file.is_file():  # no iteration finished, a planner chain, the code mode
         return record
@@ -49,7 +50,7 @@ def code_skills_record(cfg: RunConfig, run_dir: Path, summary: dict[str, Any], l
         if calls:
             record["called"][choice["subaction"]] = calls
     found = verified_code_skills(
-        measured_macros(run_dir / best), fast, float(summary.get("validation_success_rate", 0.0)),
+        measured_macros(run_dir / best), fast, float(summary.validation_success_rate or 0.0),
         cfg.code_skill_min_goal_rate, cfg.skill_threshold,
         {"run_dir": str(run_dir), "iteration": best, "task": cfg.task, "seed": cfg.seed,
          "model_id": model_id})
@@ -142,13 +143,15 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
                                         SkillLibrary(cfg.skills_dir))
             else:
                 summary = loop.run_loop(cfg.task, run_dir, cfg.steps)
-        summary["model_id"] = client.model_id
-        summary["llm"] = client.metrics()
+    record = RunSummary.from_dict(summary)
+    if client is not None:
+        record.model_id = client.model_id
+        record.llm = client.metrics()
         if cfg.code_skills:
-            summary["skill_library"] = code_skills_record(cfg, run_dir, summary, library, read,
-                                                          client.model_id)
+            record.skill_library = code_skills_record(cfg, run_dir, record, library, read, client.model_id)
     progress.close()
-    summary["run_dir"] = str(run_dir)
+    record.run_dir = str(run_dir)
+    summary = record.to_dict()
     rundir.write_json(run_dir / layout.SUMMARY_JSON, summary)
     if cfg.wandb:
         log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, summary, _replay_gif(run_dir))
