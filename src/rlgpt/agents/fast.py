@@ -324,8 +324,9 @@ HORIZON_CAP = 10_000
 """Longest horizon the floor raises to (the setup schema's maximum)."""
 
 
-def reached_goal(choice: MacroChoice) -> bool:
-    """Whether `choice`'s kept macro reached its sub-action's goal in at least one probe call."""
+def reached_goal_once(choice: MacroChoice) -> bool:
+    """Whether `choice`'s kept macro reached its sub-action's goal in at least one probe call (what
+    `MacroCandidate.reached` asks of every call, to end the search)."""
     best = choice.best
     return best is not None and best.probe is not None and (best.probe.goal_rate or 0.0) > 0.0
 
@@ -334,7 +335,7 @@ def trained_macros(kept: Mapping[str, MacroChoice], listed: Collection[str]) -> 
     """The kept macros a training gets (`FastAgent.run`), in `kept`'s order: each that reached its goal in
     a probe call, and each of a sub-action without a goal that the setup `listed`."""
     return [name for name, c in kept.items()
-            if reached_goal(c) or (not c.subaction.goal and name in listed)]
+            if reached_goal_once(c) or (not c.subaction.goal and name in listed)]
 
 
 def chain_horizon(choices: list[MacroChoice]) -> int:
@@ -579,7 +580,9 @@ class FastAgent:
             stats.rounds += 1
             stats.sampled += len(replies)
             for seed, reply in zip(seeds, replies, strict=True):
-                if any(c.code.attempts and c.code.attempts[0].reply == reply.text for c in choice.candidates):
+                # The trusted goal macro's record has no model reply (""): only the model's own count.
+                if any(not c.fallback and c.code.attempts and c.code.attempts[0].reply == reply.text
+                       for c in choice.candidates):
                     stats.repeats += 1
                     continue
                 candidate = self._candidate(len(choice.candidates), messages, choice, setup, revises, seed,
