@@ -9,6 +9,14 @@ steps/s), then plays ``--episodes`` test-seed episodes (`rlgpt.rl.evaluate.evalu
 thousand steps train several batches and AD runs its auxiliary phase (every 2 batches, 1 epoch).
 
     OMP_NUM_THREADS=1 nice -n 15 python -m bench.learners --steps 50000 --episodes 10 --out /tmp/learners
+
+``--seeds 0,1,2`` trains one learner's seeds side by side instead (`run_seeds`; a machine with a GPU and
+cores to spare: ``--set device=cuda``), ``--deadline`` seconds at most: a training still running then is
+stopped the way a SIGTERM stops ``rlgpt train`` (a last checkpoint) and evaluated at the steps it reached,
+which the table reports. Each seed's evaluation plays the test episodes of its own seed.
+
+    python -m bench.learners --learners ad-resnet --seeds 0,1,2 --steps 1000000 --episodes 50 \
+        --deadline 420 --set device=cuda --out /tmp/learners
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -51,6 +61,9 @@ class LearnerRun:
     episodes: int
     achievement_success: dict[str, float]
     command: str
+    seed: int = 0
+    mean_episode_steps: float = 0.0
+    """Mean length of the evaluation episodes (crafter's episodes end at death or 10000 steps)."""
 
     @property
     def steps_per_s(self) -> float:
@@ -79,7 +92,7 @@ def run_learner(learner: str, steps: int, episodes: int, seed: int, out: Path,
     train_s = time.monotonic() - start
     report = evaluate(run_dir, episodes=episodes, seed=seed, split="test")
     return LearnerRun(learner, report.env_steps, train_s, report.crafter_score, report.episodes,
-                      report.achievement_success, " ".join(cmd[2:]))
+                      report.achievement_success, " ".join(cmd[2:]), seed, report.mean_episode_steps)
 
 
 def run_all(steps: int, episodes: int, seed: int, out: Path, quick: bool = False,
@@ -93,12 +106,104 @@ def run_all(steps: int, episodes: int, seed: int, out: Path, quick: bool = False
     return runs
 
 
+def _stop(procs: dict[int, subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM every process still running (``rlgpt train`` checkpoints and stops), SIGKILL after
+    ``grace_s``."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, out: Path,
+              deadline_s: float | None = None, quick: bool = False, extra: tuple[str, ...] = (),
+              grace_s: float = 90.0, eval_timeout_s: float | None = None) -> list[LearnerRun]:
+    """Train `learner` once per seed, all at the same time, for `steps` or until `deadline_s` wall seconds,
+    then evaluate each on `episodes` test-seed episodes of its seed (side by side too, the machine's cores
+    shared among them; one still playing after `eval_timeout_s` is stopped). A run whose evaluation did
+    not finish is left out of the result and named on stderr with its logs' paths.
+
+    Side by side, every training lets the OS place its learner (``learner_core=shared``): the batch
+    backend's ``auto`` would pin each run's learner to the same last core.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    extra = ("learner_core=shared", *extra) if len(seeds) > 1 else extra
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs, starts, logs, train_s = {}, {}, {}, {}
+    for seed in seeds:
+        run_dir = out / f"{learner}-seed{seed}"
+        logs[seed] = out / f"{learner}-seed{seed}.train.log"
+        cmd = train_command(learner, run_dir, steps, seed, quick, extra)
+        starts[seed] = time.monotonic()
+        with logs[seed].open("w") as log:
+            procs[seed] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    begin = time.monotonic()
+    while any(p.poll() is None for p in procs.values()):
+        if deadline_s is not None and time.monotonic() - begin > deadline_s:
+            print(f"deadline {deadline_s:.0f} s: stopping the trainings still running", file=sys.stderr)
+            _stop(procs, grace_s)
+            break
+        for seed, proc in procs.items():
+            if proc.poll() is not None and seed not in train_s:
+                train_s[seed] = time.monotonic() - starts[seed]
+        time.sleep(1.0)
+    for seed in procs:
+        train_s.setdefault(seed, time.monotonic() - starts[seed])
+    evals = {}
+    threads = str(max(1, (os.cpu_count() or 1) // len(seeds)))
+    for seed in seeds:
+        run_dir = out / f"{learner}-seed{seed}"
+        code = ("import sys; from rlgpt.rl.evaluate import evaluate; "
+                f"evaluate({str(run_dir)!r}, episodes={episodes}, seed={seed}, split='test')")
+        evals[seed] = subprocess.Popen([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": threads},
+                                       stdout=(out / f"{learner}-seed{seed}.eval.log").open("w"),
+                                       stderr=subprocess.STDOUT)
+    runs = []
+    end = None if eval_timeout_s is None else time.monotonic() + eval_timeout_s
+    for seed in seeds:
+        run_dir = out / f"{learner}-seed{seed}"
+        try:
+            evals[seed].wait(timeout=None if end is None else max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            evals[seed].kill()
+            evals[seed].wait()
+        if evals[seed].returncode != 0:
+            print(f"{learner} seed {seed}: training exit {procs[seed].returncode}, evaluation failed; see "
+                  f"{logs[seed]} and {out / f'{learner}-seed{seed}.eval.log'}", file=sys.stderr)
+            continue
+        report = json.loads((run_dir / "eval" / "eval.json").read_text())
+        cmd = train_command(learner, run_dir, steps, seed, quick, extra)
+        runs.append(LearnerRun(learner, report["env_steps"], train_s[seed], report["crafter_score"],
+                               report["episodes"], report["achievement_success"], " ".join(cmd[2:]), seed,
+                               report["mean_episode_steps"]))
+    (out / "learners.json").write_text(json.dumps([asdict(r) | {"steps_per_s": r.steps_per_s}
+                                                   for r in runs], indent=1))
+    return runs
+
+
+def seeds_line(runs: list[LearnerRun]) -> str:
+    """Mean and range of the Crafter score over the runs (seeds) given."""
+    scores = [r.crafter_score for r in runs]
+    if not scores:
+        return "no run finished its evaluation"
+    return (f"Crafter score over {len(scores)} seed(s): mean {statistics.mean(scores):.2f}, "
+            f"range {min(scores):.2f}-{max(scores):.2f}")
+
+
 def markdown(runs: list[LearnerRun]) -> str:
-    lines = ["| learner | env steps | train wall s | env steps/s | wall h per 1M (extrapolated) | episodes | "
-             "Crafter score |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| learner | seed | env steps | train wall s | env steps/s | wall h per 1M (extrapolated) | "
+             "episodes | Crafter score | mean episode steps |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
-        lines.append(f"| {r.learner} | {r.steps:,} | {r.train_s:.0f} | {r.steps_per_s:.0f} | "
-                     f"{1e6 / r.steps_per_s / 3600:.1f} | {r.episodes} | {r.crafter_score:.2f} |")
+        lines.append(f"| {r.learner} | {r.seed} | {r.steps:,} | {r.train_s:.0f} | {r.steps_per_s:.0f} | "
+                     f"{1e6 / r.steps_per_s / 3600:.1f} | {r.episodes} | {r.crafter_score:.2f} | "
+                     f"{r.mean_episode_steps:.0f} |")
     return "\n".join(lines)
 
 
@@ -107,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default=None,
+                        help="comma-separated seeds of one learner, trained side by side (run_seeds)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="with --seeds: stop the trainings after this many wall seconds")
+    parser.add_argument("--eval-timeout", type=float, default=None,
+                        help="with --seeds: stop evaluations still playing after this many wall seconds")
     parser.add_argument("--out", type=Path, default=Path("/tmp/rlgpt_learners"))
     parser.add_argument("--learners", default=",".join(LEARNERS),
                         help=f"comma-separated of {', '.join(LEARNERS)}")
@@ -117,6 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in learners if n not in LEARNERS]
     if unknown:
         parser.error(f"unknown learner(s) {unknown}; choose from {', '.join(LEARNERS)}")
+    if args.seeds is not None:
+        if len(learners) != 1:
+            parser.error("--seeds trains one learner: name it with --learners")
+        seeds = tuple(int(s) for s in args.seeds.split(","))
+        runs = run_seeds(learners[0], seeds, args.steps, args.episodes, args.out, args.deadline, args.quick,
+                         tuple(args.set), eval_timeout_s=args.eval_timeout)
+        print(markdown(runs))
+        print(seeds_line(runs))
+        return 0 if len(runs) == len(seeds) else 1
+    if args.deadline is not None or args.eval_timeout is not None:
+        parser.error("--deadline and --eval-timeout apply to --seeds")
     print(markdown(run_all(args.steps, args.episodes, args.seed, args.out, args.quick, learners,
                            tuple(args.set))))
     return 0

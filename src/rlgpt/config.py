@@ -26,6 +26,8 @@ ENV_BACKENDS = ("auto", "batch", "gym")
 """Accepted values of `EnvConfig.backend`."""
 LEARNER_CORES = ("auto", "own", "shared")
 """Accepted values of `TrainConfig.learner_core`."""
+DEVICES = ("cpu", "cuda", "auto")
+"""Accepted values of `TrainConfig.device`."""
 ENCODER_PRECISIONS = ("auto", "fp32", "bf16")
 """Accepted values of `PPOConfig.encoder_precision`."""
 ENCODERS = ("small", "resnet")
@@ -221,6 +223,11 @@ class TrainConfig:
     OS place all of them; ``auto`` is ``own`` for the batch backend on 2+ cores (its learner needs about a
     core and the sampling the rest: on 2 cores, the scheduler otherwise keeps waking the sampling processes
     onto the learner's core) and ``shared`` otherwise (per-env rollout workers need every core)."""
+    device: str = "cpu"
+    """Where Sample Factory's learner and inference run: ``cpu``; ``cuda`` (a ConfigError at the start when
+    torch sees no CUDA device); ``auto``: ``cuda`` when torch sees one, else ``cpu``. Rollouts stay on CPU
+    processes either way, and evaluation and stored policies load on CPU. A GPU pays for the ``resnet``
+    encoder's presets (configs/crafter_resnet.yaml); the ``small`` encoder is sized for CPU."""
     eval_episodes: int = 50
     """Episodes run by the evaluation at the end of training (0 disables it)."""
     marks: tuple[int, ...] = ()
@@ -390,6 +397,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.summaries_every_sec >= 1, "summaries_every_sec must be >= 1"),
         (cfg.stop_grace_sec >= 1, "stop_grace_sec must be >= 1"),
         (cfg.learner_core in LEARNER_CORES, f"learner_core must be one of {', '.join(LEARNER_CORES)}"),
+        (cfg.device in DEVICES, f"device must be one of {', '.join(DEVICES)}"),
         (cfg.eval_episodes >= 0, "eval_episodes must be >= 0"),
         (all(m > 0 for m in cfg.marks), "marks must be > 0"),
         (cfg.mark_offset >= 0, "mark_offset must be >= 0"),

@@ -100,3 +100,19 @@ def test_extra_flags_cannot_bypass_the_config():
     # Sample Factory flags the TrainConfig has no knob for (or per-env overrides) pass.
     assert build("env.backend=gym", extra_argv=("--num_envs_per_worker=4",)).num_envs_per_worker == 4
     assert build(extra_argv=("--save_best_after=0",)).save_best_after == 0
+
+
+def test_the_training_device_reaches_sample_factory_and_cuda_without_one_is_a_config_error(monkeypatch):
+    import torch
+
+    assert build().device == "cpu"  # the default: tests and the 2-core box train on CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert build("device=auto").device == "cpu"
+    with pytest.raises(ConfigError, match="device=cuda, but torch sees no CUDA device"):
+        build("device=cuda")
+    with pytest.raises(ConfigError, match="device must be one of cpu, cuda, auto"):
+        load_config(None, ["device=gpu"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    sf_cfg = build("device=auto", "ppo.encoder_precision=auto")
+    assert sf_cfg.device == "gpu"  # Sample Factory's name for it
+    assert worker_config(sf_cfg).encoder_precision == "bf16"  # every CUDA device does bf16 natively

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 from sample_factory.utils.typing import Config
 
@@ -27,12 +28,23 @@ from rlgpt.rl.worker_config import FLAG, WorkerConfig
 from rlgpt.tracking import SUCCESS_WINDOW
 
 
-def encoder_precision(setting: str) -> str:
-    """``fp32`` or ``bf16``: `rlgpt.config.PPOConfig.encoder_precision` with ``auto`` resolved for this
-    machine (training runs on CPU: ``--device=cpu``)."""
+def training_device(setting: str) -> str:
+    """``cpu`` or ``cuda``: `rlgpt.config.TrainConfig.device` resolved for this machine; ``cuda`` where torch
+    sees no CUDA device is a ConfigError before any process starts."""
+    if setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda, but torch sees no CUDA device here (torch "
+                          f"{torch.__version__}); use device=cpu or device=auto")
+    return setting
+
+
+def encoder_precision(setting: str, device: str = "cpu") -> str:
+    """``fp32`` or ``bf16``: `rlgpt.config.PPOConfig.encoder_precision` with ``auto`` resolved for the
+    training's `device` (``cpu`` or ``cuda``, `training_device`)."""
     if setting != "auto":
         return setting
-    return "bf16" if dispatch.native_bf16("cpu") else "fp32"
+    return "bf16" if dispatch.native_bf16(device) else "fp32"
 
 
 def env_backend(cfg: TrainConfig, setup: EnvSetup = NO_SETUP) -> str:
@@ -92,7 +104,7 @@ def resolve_worker_config(cfg: TrainConfig, setup: EnvSetup = NO_SETUP, backend:
         episode_length=cfg.env.episode_length or get_env(cfg.env.kind).episode_length(cfg.task),
         batch_games=batch_games(cfg, backend),
         learner_core=learner_core(cfg, backend),
-        encoder_precision=encoder_precision(cfg.ppo.encoder_precision),
+        encoder_precision=encoder_precision(cfg.ppo.encoder_precision, training_device(cfg.device)),
     )
 
 
@@ -104,7 +116,7 @@ def sf_flags(cfg: TrainConfig, run_dir: Path, env_name: str, backend: str) -> di
         "env": env_name,
         "experiment": run_dir.name,
         "train_dir": run_dir.parent,
-        "device": "cpu",
+        "device": {"cpu": "cpu", "cuda": "gpu"}[training_device(cfg.device)],  # Sample Factory's names
         "seed": cfg.seed,
         "train_for_env_steps": cfg.steps,
         "num_workers": env.num_workers,
