@@ -64,10 +64,23 @@ class LearnerRun:
     seed: int = 0
     mean_episode_steps: float = 0.0
     """Mean length of the evaluation episodes (crafter's episodes end at death or 10000 steps)."""
+    resumed_from: int = 0
+    """Env steps the run directory's checkpoint held before this training resumed it (0: a new run)."""
 
     @property
     def steps_per_s(self) -> float:
-        return self.steps / self.train_s
+        """Env steps trained by this call per wall second of it."""
+        return (self.steps - self.resumed_from) / self.train_s
+
+
+def steps_so_far(run_dir: Path) -> int:
+    """Env steps of the newest checkpoint in `run_dir` (0 where there is none): where a training resumes."""
+    from rlgpt.rl.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+
+    try:
+        return int(load_checkpoint(latest_checkpoint(run_dir)).get("env_steps", 0))
+    except CheckpointError:
+        return 0
 
 
 def train_command(learner: str, run_dir: Path, steps: int, seed: int, quick: bool,
@@ -87,12 +100,14 @@ def run_learner(learner: str, steps: int, episodes: int, seed: int, out: Path,
 
     run_dir = out / f"{learner}-seed{seed}"
     cmd = train_command(learner, run_dir, steps, seed, quick, extra)
+    resumed_from = steps_so_far(run_dir)
     start = time.monotonic()
     subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     train_s = time.monotonic() - start
     report = evaluate(run_dir, episodes=episodes, seed=seed, split="test")
     return LearnerRun(learner, report.env_steps, train_s, report.crafter_score, report.episodes,
-                      report.achievement_success, " ".join(cmd[2:]), seed, report.mean_episode_steps)
+                      report.achievement_success, " ".join(cmd[2:]), seed, report.mean_episode_steps,
+                      resumed_from)
 
 
 def run_all(steps: int, episodes: int, seed: int, out: Path, quick: bool = False,
@@ -135,9 +150,10 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
     out.mkdir(parents=True, exist_ok=True)
     extra = ("learner_core=shared", *extra) if len(seeds) > 1 else extra
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    procs, starts, logs, train_s = {}, {}, {}, {}
+    procs, starts, logs, train_s, resumed = {}, {}, {}, {}, {}
     for seed in seeds:
         run_dir = out / f"{learner}-seed{seed}"
+        resumed[seed] = steps_so_far(run_dir)
         logs[seed] = out / f"{learner}-seed{seed}.train.log"
         cmd = train_command(learner, run_dir, steps, seed, quick, extra)
         starts[seed] = time.monotonic()
@@ -181,7 +197,7 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
         cmd = train_command(learner, run_dir, steps, seed, quick, extra)
         runs.append(LearnerRun(learner, report["env_steps"], train_s[seed], report["crafter_score"],
                                report["episodes"], report["achievement_success"], " ".join(cmd[2:]), seed,
-                               report["mean_episode_steps"]))
+                               report["mean_episode_steps"], resumed[seed]))
     (out / "learners.json").write_text(json.dumps([asdict(r) | {"steps_per_s": r.steps_per_s}
                                                    for r in runs], indent=1))
     return runs
@@ -197,12 +213,13 @@ def seeds_line(runs: list[LearnerRun]) -> str:
 
 
 def markdown(runs: list[LearnerRun]) -> str:
-    lines = ["| learner | seed | env steps | train wall s | env steps/s | wall h per 1M (extrapolated) | "
-             "episodes | Crafter score | mean episode steps |",
+    lines = ["| learner | seed | env steps (resumed from) | train wall s | env steps/s | wall h per 1M "
+             "(extrapolated) | episodes | Crafter score | mean episode steps |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
-        lines.append(f"| {r.learner} | {r.seed} | {r.steps:,} | {r.train_s:.0f} | {r.steps_per_s:.0f} | "
-                     f"{1e6 / r.steps_per_s / 3600:.1f} | {r.episodes} | {r.crafter_score:.2f} | "
+        per_1m = f"{1e6 / r.steps_per_s / 3600:.1f}" if r.steps_per_s > 0 else "-"
+        lines.append(f"| {r.learner} | {r.seed} | {r.steps:,} ({r.resumed_from:,}) | {r.train_s:.0f} | "
+                     f"{r.steps_per_s:.0f} | {per_1m} | {r.episodes} | {r.crafter_score:.2f} | "
                      f"{r.mean_episode_steps:.0f} |")
     return "\n".join(lines)
 

@@ -115,7 +115,7 @@ class PPOConfig:
     this 2-core box; the kernels of `rlgpt.kernels` serve it) or ``resnet`` (the IMPALA/PPO-ResNet network
     of the Crafter papers: residual conv stacks of 64, 128, 128 channels with layer-normed dense layers, on
     the embedded semantic view or on the pixels, the inventory through an MLP; `hidden_size` 1024 in the
-    papers). ``resnet`` costs ~10x the compute per step (bench/results/t29.md)."""
+    papers). ``resnet`` costs ~10x the compute per step (docs/results/learners.md)."""
     use_rnn: bool = False
     """A recurrent core (Sample Factory's GRU of ``hidden_size`` units) between the torso and the heads."""
     algo: str = "ppo"
