@@ -26,6 +26,7 @@ from itertools import islice
 from typing import Any, NoReturn
 
 from rlgpt.macro.diagnostics import Diagnostic, frame_position, source_line
+from rlgpt.macro.quiet_loops import explain_fuel
 
 DEFAULT_MAX_SHARE = 0.9
 """Default `TimeBudget.max_share` (`rlgpt.config.MacroConfig.max_time_share`)."""
@@ -167,6 +168,8 @@ class InvocationBudget:
                 frame = frame.f_back
             if frame is not None:
                 line, col = frame_position(frame)
+            if kind in ("fuel", "timeout"):  # name the loop that spins, where one does
+                message += explain_fuel(self.source, line)
             self.failure = Diagnostic(kind, message, line, col, source_line(self.source, line))
         raise MacroAbort(self.failure)
 
