@@ -200,13 +200,14 @@ def log_scalars(
         run.finish()
 
 
-def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: dict[str, Any],
+def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path,
+                 iterations: list[tuple[int, dict[str, float]]], final: dict[str, float],
                  replay_gif: Path | None = None) -> None:
     """One W&B run per `rlgpt run` (offline unless ``WANDB_MODE`` says otherwise; a resumed run continues
-    the same W&B run): per iteration ``train/`` (steps, wall time), ``eval/`` (success, per achievement) and
-    ``macro/`` (per-macro counters of the evaluation); ``llm/`` at the end; ``replay_gif`` (the caller's
-    replay of test episode 0, `rlgpt.run.replay`) as ``replay/test_episode_0``; the generated code
-    as artifacts. ``config`` is the run's config as a dict."""
+    the same W&B run): each iteration's scalars at its index (`rlgpt.run.runner.wandb_scalars`: ``train/``,
+    ``eval/``, ``budget/``, ``macro/``), the run's `final` ones (``llm/``, the budget) after them;
+    ``replay_gif`` (the caller's replay of test episode 0, `rlgpt.run.replay`) as
+    ``replay/test_episode_0``; the generated code as artifacts. ``config`` is the run's config as a dict."""
     import uuid
 
     import wandb
@@ -220,23 +221,12 @@ def log_to_wandb(config: dict[str, Any], project: str, run_dir: Path, summary: d
     run = wandb.init(id=id_path.read_text().strip(), project=project, dir=str(run_dir),
                      config=config, resume="allow", name=run_dir.name)
     try:
-        for it in summary["iterations"]:
-            scalars: dict[str, float] = {"train/steps": it["steps"], "eval/success_rate": it["success_rate"]}
-            scalars.update({f"budget/steps_{k}": v for k, v in (it.get("steps_by_kind") or {}).items()})
-            record = layout.training_record(run_dir / it["dir"])
-            report = json.loads(record.read_text()).get("report") if record.is_file() else None
-            for name, rate in ((report or {}).get("achievement_success") or {}).items():
-                scalars[f"eval/achievement/{name}"] = rate
-            for macro, stats in ((report or {}).get("macro_stats") or {}).items():
-                scalars.update({f"macro/{macro}/{k}": v for k, v in stats.items()})
-            run.log(scalars, step=it["index"])
-        final = {**summary.get("llm", {}), "eval/best_success_rate": summary["success_rate"],
-                 "train/steps_used": summary["steps_used"], "budget/steps_used": summary["steps_used"],
-                 **{f"budget/total_steps_{k}": v for k, v in (summary.get("steps_by_kind") or {}).items()}}
-        run.log(final, step=len(summary["iterations"]))
+        for index, scalars in iterations:
+            run.log(scalars, step=index)
+        run.log(final, step=len(iterations))
         if replay_gif is not None:
             run.log({"replay/test_episode_0": wandb.Video(str(replay_gif), format="gif")},
-                    step=len(summary["iterations"]))
+                    step=len(iterations))
         code = wandb.Artifact(f"code-{run_dir.name}", type="code")
         for path in (sorted(run_dir.glob(f"*/{layout.MACROS_YAML}"))
                      + sorted(run_dir.glob(f"*/{layout.REWARD_PY}"))):

@@ -15,6 +15,7 @@ from rlgpt import layout
 from rlgpt.rl.checkpoint import latest_checkpoint, load_checkpoint
 from rlgpt.rl.evaluate import TEST_SEED_BASE, VALIDATION_SEED_BASE, eval_seed
 from rlgpt.run.marks import evaluate_marks, steps_to_success
+from rlgpt.run.records import MarkEntry
 from rlgpt.run.runner import run
 
 HORIZON = 16
@@ -82,7 +83,7 @@ def test_loop_marks_are_test_evaluations_and_the_unreached_mark_carries_the_fina
     final = summary["marks"][2]
     assert final["split"] == "test" and final["success_rate"] == summary["success_rate"]
     assert final["achievement_success"] == summary["achievement_success"]
-    assert summary["steps_to_success"] == steps_to_success(summary["marks"])
+    assert summary["steps_to_success"] == steps_to_success([MarkEntry.from_dict(m) for m in summary["marks"]])
     assert set(summary["steps_to_success"]) == {"0.5", "0.8", "0.9"}
     phases = [json.loads(line)["phase"] for line in (run_dir / "phases.jsonl").read_text().splitlines()]
     assert phases == ["slow", "fast", "train", "critic", "marks"]  # the marks' evaluations timed apart
@@ -112,12 +113,12 @@ def test_ppo_marks_are_its_training_checkpoints_on_test_seeds(tmp_path: Path):
         steps.append(report["env_steps"])
     # The mark at the budget is the policy the training ended with; the earlier one an earlier policy.
     assert steps[0] < steps[1] <= summary["steps_used"]
-    assert summary["steps_to_success"] == steps_to_success(summary["marks"])
+    assert summary["steps_to_success"] == steps_to_success([MarkEntry.from_dict(m) for m in summary["marks"]])
 
 
 def test_steps_to_success_is_the_first_mark_reaching_each_level() -> None:
-    marks = [{"steps": 100_000, "success_rate": 0.85}, {"steps": 50_000, "success_rate": 0.5},
-             {"steps": 250_000, "success_rate": 0.7}, {"steps": 500_000, "success_rate": 0.95}]
+    marks = [MarkEntry(steps=100_000, success_rate=0.85), MarkEntry(steps=50_000, success_rate=0.5),
+             MarkEntry(steps=250_000, success_rate=0.7), MarkEntry(steps=500_000, success_rate=0.95)]
     assert steps_to_success(marks) == {"0.5": 50_000, "0.8": 100_000, "0.9": 500_000}
     assert steps_to_success(marks[1:3]) == {"0.5": 50_000, "0.8": None, "0.9": None}
     assert steps_to_success([]) == {"0.5": None, "0.8": None, "0.9": None}
@@ -130,17 +131,15 @@ def test_only_a_test_evaluation_stands_for_the_final_policy_at_unreached_marks(t
     # No training saved a copy: marks up to where the last training ended have no policy (no entry); later
     # ones carry the final test result; 8192 is above the budget.
     entries = evaluate_marks(cfg, cfg.task, None, [], test, trained_until=2048)
-    assert [(e["steps"], e["source"], e["split"], e["success_rate"]) for e in entries] == [
-        (4096, "final", "test", 0.75)]
-    assert entries[0]["achievement_success"] == test["achievement_success"] and "error" not in entries[0]
+    assert [(e.steps, e.source, e.split, e.success_rate) for e in entries] == [(4096, "final", "test", 0.75)]
+    assert entries[0].achievement_success == test["achievement_success"] and entries[0].error is None
     # A run whose test evaluation failed reports its validation result: no mark carries it.
     validation = {**test, "split": "validation"}
     entries = evaluate_marks(cfg, cfg.task, None, [], validation, trained_until=0)
-    assert [e["steps"] for e in entries] == [1024, 2048, 4096]
-    assert all(e["split"] is None and e["success_rate"] == 0.0 and "validation" in e["error"]
-               for e in entries)
+    assert [e.steps for e in entries] == [1024, 2048, 4096]
+    assert all(e.split is None and e.success_rate == 0.0 and "validation" in e.error for e in entries)
     assert steps_to_success(entries) == {"0.5": None, "0.8": None, "0.9": None}
     # A planner chain's record has no split (it plays test seeds): it stands for the final policy.
     chain = {k: v for k, v in test.items() if k != "split"}
     entries = evaluate_marks(cfg, cfg.task, None, [], chain, trained_until=0)
-    assert [e["split"] for e in entries] == ["test"] * 3
+    assert [e.split for e in entries] == ["test"] * 3

@@ -10,7 +10,7 @@ import pytest
 from rlgpt import rundir
 from rlgpt.config import load_run_config
 from rlgpt.run.executor import JobResult
-from rlgpt.run.records import IterationRecord, JobRecord, RunSummary, job_record, result_record
+from rlgpt.run.records import IterationRecord, JobRecord, MarkEntry, RunSummary, job_record, result_record
 
 # A trained loop iteration as `Loop.run_loop` wrote it before the record was typed.
 TRAINED = {"index": 2, "outer": 1, "inner": 0, "dir": "iter_002", "ok": True, "success_rate": 0.5,
@@ -114,6 +114,25 @@ def test_an_older_or_newer_summary_still_loads() -> None:
         None, None, None, {}, None)
     assert [it.ok for it in old.iterations] == [True] and old.best == "iter_000"
     assert RunSummary.from_dict({**LOOP, "a_key_from_the_future": 1}).to_dict() == LOOP
+
+
+def test_mark_entries_are_typed_and_read_as_they_were_written() -> None:
+    summary = RunSummary.from_dict(LOOP)
+    assert summary.marks == [MarkEntry(steps=4096, source="final", split="test", success_rate=0.95,
+                                       episodes=20)]
+    saved = {"steps": 512, "source": "checkpoint", "split": "test", "success_rate": 0.5, "episodes": 4,
+             "achievement_success": {"collect_wood": 0.5}, "crafter_score": 1.2, "dir": "/r/marks/512",
+             "eval_steps": 900}
+    failed = {"steps": 1024, "source": "checkpoint", "split": None, "success_rate": 0.0, "episodes": 0,
+              "achievement_success": {}, "crafter_score": 0.0, "error": "worker died", "dir": "/r/m",
+              "eval_steps": 0}
+    for entry in (saved, failed):
+        assert MarkEntry.from_dict(entry).to_dict() == entry
+    # An entry from before the split was recorded was a test evaluation.
+    assert MarkEntry.from_dict({"steps": 256, "success_rate": 1.0}).split == "test"
+    # No report (code that never compiled): no split, so nothing reads it as a test result.
+    missing = MarkEntry.of(2048, {"error": "no test evaluation"}, "final")
+    assert (missing.split, missing.success_rate, missing.error) == (None, 0.0, "no test evaluation")
 
 
 def test_result_record_writes_the_keys_each_mode_wrote() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from rlgpt import layout
 from rlgpt.config import RunConfig
 from rlgpt.run.executor import Executor, TrainJob
-from rlgpt.run.records import job_record, step
+from rlgpt.run.records import MarkEntry, job_record, step
 
 SUCCESS_LEVELS = (0.5, 0.8, 0.9)
 """The success levels of ``steps_to_success``."""
@@ -50,7 +50,7 @@ def eval_length(cfg: RunConfig, task: str) -> int:
 
 def evaluate_marks(cfg: RunConfig, task: str, executor: Executor | None, trainings: Sequence[TrainJob],
                    final: dict[str, Any], trained_until: int,
-                   budget: int | None = None) -> list[dict[str, Any]]:
+                   budget: int | None = None) -> list[MarkEntry]:
     """One entry per mark of the run (sorted by steps): the test evaluation of the policy the first of
     `trainings` (in the order they ran) that saved the mark saved there; for a mark past `trained_until`
     (the run's count when its last training ended: no training reached the mark) the `final` report's (the
@@ -69,16 +69,16 @@ def evaluate_marks(cfg: RunConfig, task: str, executor: Executor | None, trainin
                       if _has_policy(layout.mark_dir(Path(job.config.resolved_run_dir()), mark))), None)
         if saved is None or executor is None:
             if mark > trained_until:
-                entries.append(mark_entry(mark, final, "final"))
+                entries.append(MarkEntry.of(mark, final, "final"))
             continue
         job, mark_dir = saved
         record = step(mark_dir / layout.TEST_JSON, evaluate_mark, executor, job, mark_dir,
                       cfg.eval_episodes, eval_length(cfg, task))
-        entry = mark_entry(mark, record["report"] or {}, "checkpoint")
-        entry["dir"] = str(mark_dir)
-        entry["eval_steps"] = int(record.get("eval_steps", 0))  # the test episodes it played
+        entry = MarkEntry.of(mark, record["report"] or {}, "checkpoint")
+        entry.dir = str(mark_dir)
+        entry.eval_steps = int(record.get("eval_steps", 0))  # the test episodes it played
         if not record["ok"]:
-            entry["error"] = record["error"]
+            entry.error = record["error"]
         entries.append(entry)
     return entries
 
@@ -93,35 +93,21 @@ def evaluate_mark(executor: Executor, job: TrainJob, mark_dir: Path, episodes: i
     return job_record(executor.run(mark_job))
 
 
-def mark_entry(mark: int, report: dict[str, Any], source: str) -> dict[str, Any]:
-    """A ``summary.json`` ``marks`` entry from an evaluation report (with its ``error`` when it has one; no
-    report: split None, success 0, so that nothing reads it as a test result)."""
-    entry = {"steps": mark, "source": source, "split": report.get("split"),
-             "success_rate": float(report.get("success_rate", 0.0)),
-             "achievement_success": report.get("achievement_success", {}),
-             "crafter_score": float(report.get("crafter_score", 0.0)),
-             "episodes": int(report.get("episodes", 0))}
-    if report.get("error"):
-        entry["error"] = report["error"]
-    return entry
-
-
-def steps_to_success(marks: Sequence[dict[str, Any]],
+def steps_to_success(marks: Sequence[MarkEntry],
                      levels: Sequence[float] = SUCCESS_LEVELS) -> dict[str, int | None]:
     """Per success level (keys ``"0.5"``, ...): the first mark whose test success reaches it, None when
     none does."""
-    ordered = sorted(marks, key=lambda e: e["steps"])
-    return {str(level): next((e["steps"] for e in ordered if e["success_rate"] >= level), None)
-            for level in levels}
+    ordered = sorted(marks, key=lambda e: e.steps)
+    return {str(level): next((e.steps for e in ordered if e.success_rate >= level), None) for level in levels}
 
 
-def marks_steps(entries: Sequence[dict[str, Any]]) -> int:
+def marks_steps(entries: Sequence[MarkEntry]) -> int:
     """The env steps the marks' test evaluations played (a run's ``test_eval`` steps; "final" entries
     played none)."""
-    return sum(int(e.get("eval_steps", 0)) for e in entries)
+    return sum(e.eval_steps or 0 for e in entries)
 
 
-def marks_record(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def marks_record(entries: list[MarkEntry]) -> dict[str, Any]:
     """The ``summary.json`` keys: ``marks`` and ``steps_to_success``."""
     return {"marks": entries, "steps_to_success": steps_to_success(entries)}
 

@@ -185,6 +185,47 @@ def job_record(result: JobResult) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
+class MarkEntry(Record):
+    """One entry of ``summary.json``'s ``marks``: the test evaluation of the policy at one budget mark
+    (`rlgpt.run.marks.evaluate_marks`)."""
+
+    OMIT_NONE = ("error", "dir", "eval_steps")
+
+    steps: int = 0
+    """The mark: the run's primitive steps the policy stands for."""
+    source: str = "checkpoint"
+    """``checkpoint`` (the policy a training saved at the mark) or ``final`` (no training reached the mark:
+    the run's reported policy's test result)."""
+    split: str | None = "test"
+    """The evaluation's seeds: ``test``; None when there was no evaluation (then `error` says why). Entries
+    written before the key existed were test evaluations."""
+    success_rate: float = 0.0
+    """Test success (0 without an evaluation)."""
+    achievement_success: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Per-achievement success (0-1)."""
+    crafter_score: float = 0.0
+    """The Crafter score of those episodes."""
+    episodes: int = 0
+    """Episodes played."""
+    error: str | None = None
+    """Why the evaluation failed or is missing; absent when it did not."""
+    dir: str | None = None
+    """The saved policy's directory (``checkpoint`` entries)."""
+    eval_steps: int | None = None
+    """The env steps its test episodes played (``checkpoint`` entries; ``final`` entries played none)."""
+
+    @classmethod
+    def of(cls, mark: int, report: Mapping[str, Any], source: str) -> Self:
+        """The entry of an evaluation report (its ``error`` when it has one; no report: split None,
+        success 0, so that nothing reads it as a test result)."""
+        return cls(steps=mark, source=source, split=report.get("split"),
+                   success_rate=float(report.get("success_rate", 0.0)),
+                   achievement_success=report.get("achievement_success", {}),
+                   crafter_score=float(report.get("crafter_score", 0.0)),
+                   episodes=int(report.get("episodes", 0)), error=report.get("error") or None)
+
+
+@dataclasses.dataclass
 class RunSummary(Record):
     """``summary.json``: the result record every mode writes (`result_record`; the runner adds
     ``model_id``, ``llm``, ``skill_library`` and ``run_dir``) and `rlgpt report` reads. A summary written
@@ -243,8 +284,8 @@ class RunSummary(Record):
     """A chain: the planner's subtasks."""
     fallbacks: dict[str, list[str]] | None = None
     """Role -> what it fell back to over the run (`rlgpt.run.loop.run_fallbacks`; the loop's)."""
-    marks: list[dict[str, Any]] | None = None
-    """The budget-mark test evaluations (`rlgpt.run.marks.mark_entry`); None in a run without them."""
+    marks: list[MarkEntry] | None = None
+    """The budget-mark test evaluations (`rlgpt.run.marks.evaluate_marks`); None in a run without them."""
     steps_to_success: dict[str, int | None] | None = None
     """Per success level ("0.5", ...): the first mark reaching it (`rlgpt.run.marks.steps_to_success`)."""
     model_id: str | None = None
@@ -255,6 +296,10 @@ class RunSummary(Record):
     """The code library the run read and what it stored (`rlgpt.run.runner.code_skills_record`)."""
     run_dir: str | None = None
     """The run directory (the report sets it to the directory it read when absent)."""
+
+    def __post_init__(self) -> None:
+        if self.marks is not None:  # entries given as written (a mode's record, a test) read as typed
+            self.marks = [m if isinstance(m, MarkEntry) else MarkEntry.from_dict(m) for m in self.marks]
 
     def kept_none(self) -> tuple[str, ...]:
         """The `OMIT_NONE` keys this summary's mode writes even when None: ``checkpoint`` (the loop's and
@@ -274,6 +319,8 @@ class RunSummary(Record):
         for key in self.kept_none():
             data.setdefault(key, None)
         data["iterations"] = [it.to_dict() for it in self.iterations]
+        if self.marks is not None:
+            data["marks"] = [m.to_dict() for m in self.marks]
         return data
 
     @classmethod

@@ -220,14 +220,14 @@ def at_budget(summary: RunSummary, budget: int | None) -> tuple[Point | None, st
                           f"{float(summary.success_rate):.2f}, is the same at any budget)")
         return None, "no budget-mark evaluations (`marks`) in its summary.json"
     for mark in marks:
-        if int(mark["steps"]) == budget:
-            split = mark.get("split", "test")
-            if split is None and mark.get("error"):  # no evaluation at all (e.g. code that never compiled)
-                return None, f"its mark at {budget:,} steps has no evaluation ({mark['error']})"
+        if mark.steps == budget:
+            split = mark.split
+            if split is None and mark.error:  # no evaluation at all (e.g. code that never compiled)
+                return None, f"its mark at {budget:,} steps has no evaluation ({mark.error})"
             if split != "test":
                 return None, f"its mark at {budget:,} steps was evaluated on {split!r} episodes, not test"
-            return Point(float(mark["success_rate"]), dict(mark.get("achievement_success") or {}), budget), ""
-    have = ", ".join(f"{int(m['steps']):,}" for m in marks)
+            return Point(mark.success_rate, dict(mark.achievement_success or {}), budget), ""
+    have = ", ".join(f"{m.steps:,}" for m in marks)
     return None, f"no mark at {budget:,} steps (its marks: {have})"
 
 
@@ -358,11 +358,11 @@ def run_steps_to(summary: RunSummary, threshold: str) -> tuple[bool, int | None]
     if isinstance(recorded, dict) and threshold in recorded:
         value = recorded[threshold]
         return True, None if value is None else int(value)
-    marks = [m for m in summary.marks or [] if m.get("split", "test") == "test"]
+    marks = [m for m in summary.marks or [] if m.split == "test"]
     if not marks:
         return False, None
     level = float(threshold)
-    reached = [int(m["steps"]) for m in marks if float(m["success_rate"]) >= level]
+    reached = [m.steps for m in marks if m.success_rate >= level]
     return True, min(reached) if reached else None
 
 
@@ -541,8 +541,8 @@ def mark_curve(runs: Summaries) -> list[tuple[int, float, float, float, int]]:
     at: dict[int, list[float]] = {}
     for s in typed(runs):
         for mark in s.marks or []:
-            if mark.get("split", "test") == "test":
-                at.setdefault(int(mark["steps"]), []).append(float(mark["success_rate"]))
+            if mark.split == "test":
+                at.setdefault(mark.steps, []).append(mark.success_rate)
     return [(m, statistics.fmean(v), min(v), max(v), len(v)) for m, v in sorted(at.items())]
 
 

@@ -13,7 +13,7 @@ from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
-from rlgpt.run.records import RunSummary
+from rlgpt.run.records import JobRecord, RunSummary
 from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
 if TYPE_CHECKING:
@@ -25,6 +25,28 @@ def make_client(cfg: RunConfig, run_dir: Path, backend: Backend | None = None) -
     from rlgpt.llm.config import build_client
 
     return AccountedClient(build_client(cfg.llm, backend=backend, log_dir=run_dir / layout.LLM_LOGS))
+
+
+def wandb_scalars(summary: RunSummary, run_dir: Path) -> tuple[list[tuple[int, dict[str, float]]],
+                                                               dict[str, float]]:
+    """What `log_to_wandb` logs of a finished run: per iteration (its index, its scalars: ``train/steps``,
+    ``eval/`` success and per achievement, ``budget/`` steps by kind, ``macro/`` counters of its
+    evaluation) and the run's final scalars (``llm/``, the best success, the budget)."""
+    iterations = []
+    for it in summary.iterations:
+        scalars: dict[str, float] = {"train/steps": it.steps, "eval/success_rate": it.success_rate}
+        scalars.update({f"budget/steps_{k}": v for k, v in (it.steps_by_kind or {}).items()})
+        path = layout.training_record(run_dir / it.dir)
+        report = (JobRecord.read(path).report if path.is_file() else None) or {}
+        achieved = report.get("achievement_success") or {}
+        scalars.update({f"eval/achievement/{k}": v for k, v in achieved.items()})
+        for macro, stats in (report.get("macro_stats") or {}).items():
+            scalars.update({f"macro/{macro}/{k}": v for k, v in stats.items()})
+        iterations.append((it.index, scalars))
+    final = {**(summary.llm or {}), "eval/best_success_rate": summary.success_rate,
+             "train/steps_used": summary.steps_used, "budget/steps_used": summary.steps_used,
+             **{f"budget/total_steps_{k}": v for k, v in (summary.steps_by_kind or {}).items()}}
+    return iterations, final
 
 
 def code_skills_record(cfg: RunConfig, run_dir: Path, summary: RunSummary, library: SkillLibrary,
@@ -154,7 +176,8 @@ def _run_in(cfg: RunConfig, run_dir: Path, executor: Executor,
     summary = record.to_dict()
     rundir.write_json(run_dir / layout.SUMMARY_JSON, summary)
     if cfg.wandb:
-        log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, summary, _replay_gif(run_dir))
+        log_to_wandb(dataclasses.asdict(cfg), cfg.wandb_project, run_dir, *wandb_scalars(record, run_dir),
+                     _replay_gif(run_dir))
     return summary
 
 
