@@ -131,9 +131,25 @@ def test_check_goals_repairs_garbled_goals() -> None:
     goals = [s["goal"] for s in fixed["subactions"]]
     # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped.
     assert goals == ["collect_wood", "coal", "", "make_stone_pickaxe"]
-    assert len(notes) == 4 and any("moonwalk" in n and "dropped" in n for n in notes)
+    assert len(notes) == 5 and any("moonwalk" in n and "dropped" in n for n in notes)
     assert data["subactions"][3]["goal"] == "collect_stone"  # the input is not modified
+    # Its goal was another step's, and so was its description: the recipe's replaces it.
+    assert fixed["subactions"][3]["description"].startswith("make_stone_pickaxe: uses 1 wood, 1 stone")
+    assert [s["description"] for s in fixed["subactions"][:3]] == ["d", "d", "d"]
     Decomposition.from_dict(fixed)
+
+
+def test_a_goal_naming_the_achievements_own_item_keeps_its_description() -> None:
+    data = {"subactions": [sub("collect_wood", "wood"), sub("place_table", "table"),
+                           sub("make_wood_pickaxe", "wood_pickaxe")]}
+    fixed, notes = check_goals(data, "make_wood_pickaxe")
+    assert [s["goal"] for s in fixed["subactions"]] == ["collect_wood", "place_table", "make_wood_pickaxe"]
+    assert [s["description"] for s in fixed["subactions"]] == ["d", "d", "d"]
+    assert not any("description" in n for n in notes)
+    # Without recipes in the prompts, a replaced description names the achievement only.
+    shifted = {"subactions": [sub("make_wood_pickaxe", "place_table")]}
+    assert check_goals(shifted, "make_wood_pickaxe", "rules")[0]["subactions"][0]["description"] == (
+        "unlock the achievement make_wood_pickaxe")
 
 
 STEPS = [sub("get_wood", "wood"), sub("get_iron", "iron"), sub("pickaxe", "wood_pickaxe"),

@@ -196,7 +196,9 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
     """Repair a decomposition reply's goals; returns the repaired copy and one note per repair.
 
     - a sub-action named exactly like a Crafter achievement (``make_stone_pickaxe``) whose goal names
-      something else gets that achievement as its goal;
+      something else gets that achievement as its goal; when that goal was another step's (not the
+      achievement's item), its description is replaced too, by the achievement's recipe line (at `env_doc`
+      ``full``; its name otherwise);
     - a goal naming no achievement or item is repaired when it spells one, else dropped ("");
     - when no sub-action has the task's own achievement (or the item it gives) as its goal, a coded
       sub-action for it is appended
@@ -221,6 +223,12 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
         if name in constants.achievements and goal != name:
             notes.append(f"{name}: goal {goal!r} -> {name!r} (the sub-action is named after an achievement)")
             sub["goal"] = name
+            given = _repair_goal(goal, valid) if isinstance(goal, str) and goal.strip() else None
+            if given is not None and not _covers(given, name):
+                # Its goal was another step's (the small model shifts goals and descriptions along the
+                # chain: make_stone_pickaxe "face a grass tile and place_stone"): so is its description.
+                sub["description"] = _recipe_subaction(name, "", env_doc)["description"]
+                notes.append(f"{name}: description -> the recipe's (its goal {goal!r} was another step's)")
         elif isinstance(goal, str) and goal and goal not in valid:
             fixed = _repair_goal(goal, valid)
             notes.append(f"{name}: goal {goal!r} names no achievement or item; "
