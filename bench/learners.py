@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rlgpt import layout
 from rlgpt.config import builtin_config_path
 from rlgpt.envs.tasks import BENCHMARK_TASK, DEFAULT_EPISODE_LENGTH
 
@@ -175,11 +176,11 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
     threads = str(max(1, (os.cpu_count() or 1) // len(seeds)))
     for seed in seeds:
         run_dir = out / f"{learner}-seed{seed}"
-        code = ("import sys; from rlgpt.rl.evaluate import evaluate; "
+        code = ("from rlgpt.rl.evaluate import evaluate; "
                 f"evaluate({str(run_dir)!r}, episodes={episodes}, seed={seed}, split='test')")
-        evals[seed] = subprocess.Popen([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": threads},
-                                       stdout=(out / f"{learner}-seed{seed}.eval.log").open("w"),
-                                       stderr=subprocess.STDOUT)
+        with (out / f"{learner}-seed{seed}.eval.log").open("w") as log:
+            evals[seed] = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
+                                           env={**env, "OMP_NUM_THREADS": threads})
     runs = []
     end = None if eval_timeout_s is None else time.monotonic() + eval_timeout_s
     for seed in seeds:
@@ -193,7 +194,7 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
             print(f"{learner} seed {seed}: training exit {procs[seed].returncode}, evaluation failed; see "
                   f"{logs[seed]} and {out / f'{learner}-seed{seed}.eval.log'}", file=sys.stderr)
             continue
-        report = json.loads((run_dir / "eval" / "eval.json").read_text())
+        report = json.loads((run_dir / layout.EVAL_DIR / layout.EVAL_JSON).read_text())
         cmd = train_command(learner, run_dir, steps, seed, quick, extra)
         runs.append(LearnerRun(learner, report["env_steps"], train_s[seed], report["crafter_score"],
                                report["episodes"], report["achievement_success"], " ".join(cmd[2:]), seed,
