@@ -151,15 +151,15 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
     out.mkdir(parents=True, exist_ok=True)
     extra = ("learner_core=shared", *extra) if len(seeds) > 1 else extra
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    procs, starts, logs, train_s, resumed = {}, {}, {}, {}, {}
+    procs, starts, logs, train_s, resumed, cmds = {}, {}, {}, {}, {}, {}
     for seed in seeds:
         run_dir = out / f"{learner}-seed{seed}"
         resumed[seed] = steps_so_far(run_dir)
         logs[seed] = out / f"{learner}-seed{seed}.train.log"
-        cmd = train_command(learner, run_dir, steps, seed, quick, extra)
+        cmds[seed] = train_command(learner, run_dir, steps, seed, quick, extra)
         starts[seed] = time.monotonic()
         with logs[seed].open("w") as log:
-            procs[seed] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            procs[seed] = subprocess.Popen(cmds[seed], env=env, stdout=log, stderr=subprocess.STDOUT)
     begin = time.monotonic()
     while any(p.poll() is None for p in procs.values()):
         if deadline_s is not None and time.monotonic() - begin > deadline_s:
@@ -195,9 +195,9 @@ def run_seeds(learner: str, seeds: tuple[int, ...], steps: int, episodes: int, o
                   f"{logs[seed]} and {out / f'{learner}-seed{seed}.eval.log'}", file=sys.stderr)
             continue
         report = json.loads((run_dir / layout.EVAL_DIR / layout.EVAL_JSON).read_text())
-        cmd = train_command(learner, run_dir, steps, seed, quick, extra)
         runs.append(LearnerRun(learner, report["env_steps"], train_s[seed], report["crafter_score"],
-                               report["episodes"], report["achievement_success"], " ".join(cmd[2:]), seed,
+                               report["episodes"], report["achievement_success"], " ".join(cmds[seed][2:]),
+                               seed,
                                report["mean_episode_steps"], resumed[seed]))
     (out / "learners.json").write_text(json.dumps([asdict(r) | {"steps_per_s": r.steps_per_s}
                                                    for r in runs], indent=1))
