@@ -165,7 +165,7 @@ RUNTIME_CORPUS = [
     ("bad_action_name", "def m(game):\n    yield 'self_destruct'\n", "bad_action", None),
     ("bad_action_index", "def m(game):\n    yield 999\n", "bad_action", None),
     ("bad_action_object", "def m(game):\n    yield game\n", "bad_action", None),
-    ("bad_api_argument", m("x = game.step_toward('tree')"), "exception", None),
+    ("bad_api_argument", m("x = game.step_toward(('tree', 3))"), "exception", None),
     ("bad_api_kind", m("x = game.find('__class__')"), "exception", None),
     ("next_empty", m("x = next(i for i in [])"), "exception", None),
     ("module_level_alloc", "X = [0] * 10**9\n" + m("pass"), "memory", None),

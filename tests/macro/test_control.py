@@ -70,6 +70,27 @@ def test_bad_arguments_fail_the_call_with_a_diagnostic(call, env) -> None:
     assert result.diagnostic is not None and result.outcome not in ("success", "episode_end")
 
 
+def test_what_the_model_means_by_an_action_name_or_nothing_left_to_collect(env) -> None:
+    # craft_item("make_wood_pickaxe") is the item; gather(..., n=2 - held) with enough held is done at once;
+    # crafting a station says it is placed.
+    code = ('def m(game):\n'
+            '    a = yield from game.gather("wood", n=2)\n'
+            '    b = yield from game.place_item("place_table")\n'
+            '    c = yield from game.gather("wood", n=1)\n'
+            '    d = yield from game.gather("wood", n=1 - game.item("wood"))\n'
+            '    e = yield from game.craft_item("make_wood_pickaxe")\n'
+            '    yield "noop" if (a, b, c, d, e) == (True, True, True, True, True) else "sleep"\n')
+    env.reset(seed=0)
+    game = GameAPI(env.crafter, random.Random(0))
+    result = run_macro(env, compile_macro(MacroSource("m", code)), game, gamma=1.0, max_steps=MAX_STEPS)
+    assert result.outcome == "success" and result.diagnostic is None
+    assert game.achievements["place_table"] == 1 and game.item("wood_pickaxe") == 1
+    macro = compile_macro(MacroSource("m", 'def m(game):\n    yield from game.craft_item("table")\n'))
+    env.reset(seed=0)
+    result = run_macro(env, macro, GameAPI(env.crafter, random.Random(0)), gamma=1.0, max_steps=10)
+    assert "it is placed: game.place_item('table')" in str(result.diagnostic)
+
+
 def test_the_api_level_selects_what_the_prompt_documents() -> None:
     skills, basic = api_reference("skills"), api_reference("basic")
     assert "game.collect(name, n=1, max_steps=100)" in skills and "yield from" in skills

@@ -164,3 +164,50 @@ def test_nearest_material_is_never_the_players_own_tile(seed: int) -> None:
     assert game.nearby("grass", 0), "nearby() keeps crafter's rule, which counts the player's own tile"
     _, _, _, _, info = env.step(env.n_primitive)
     assert info["macro"]["outcome"] == "success", info["macro"]
+
+
+# How the embedded model writes it (seen in make_stone_pickaxe runs): kind names where the API documents a
+# tile, and a tuple of kinds for "any free ground".
+BY_NAME = '''
+def get_wood(game):
+    while game.item("wood") < 2:
+        if game.is_facing("tree"):
+            yield "do"
+        else:
+            action = game.step_toward("tree")
+            yield action if action is not None else game.random_move()
+
+def place_table(game):
+    yield from get_wood(game)
+    for _ in range(30):
+        if game.is_facing(("grass", "sand", "path")):
+            yield "place_table"
+            return
+        if game.is_adjacent(("grass", "sand", "path")):
+            yield game.face(("grass", "sand", "path"))
+        else:
+            yield game.random_move()
+'''
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tile_queries_take_kind_names(seed: int) -> None:
+    env = MacroActionWrapper(CrafterEnv(seed=seed), [MacroSource("place_table", BY_NAME)],
+                             max_macro_steps=300, seed=seed)
+    env.reset(seed=seed)
+    game = env.game
+    # A name asks about the tiles holding it: the faced one, the four neighbours, the nearest visible one.
+    assert game.is_facing(game.target_material) and not game.is_facing("diamond")
+    assert game.is_facing((game.target_material, "lava")) == game.is_facing(game.target)
+    tree = game.nearest("tree")
+    assert tree is not None and game.step_toward("tree") == game.step_toward(tree)
+    assert game.is_adjacent("tree") == any(game.is_adjacent(t) and game.material_at(t) == "tree"
+                                           for t in game.find("tree"))
+    with pytest.raises(ValueError, match="no diamond next to the player"):
+        game.face("diamond")
+    with pytest.raises(ValueError, match="unknown kind"):
+        game.is_facing("wood")  # an item, not a tile kind: the diagnostic names the mistake
+    assert game.step_toward("diamond") is None  # none in view: the documented "no path" answer
+    _, _, _, _, info = env.step(env.n_primitive)
+    assert info["macro"]["outcome"] == "success", info["macro"]
+    assert info["achievements"]["place_table"] == 1

@@ -110,3 +110,31 @@ def push(game):
     assert call.trace[-1].endswith("(blocked by tree)"), call.trace
     moved = [t for t in call.trace if t.startswith("move_") and "(" not in t]
     assert all(t in ("move_left", "move_right", "move_up", "move_down") for t in moved)
+
+
+CHOP_THEN_LINGER = """
+def chop_then_linger(game):
+    while game.item("wood") < 1:
+        tree = game.nearest("tree")
+        if tree is None:
+            yield game.random_move()
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            step = game.step_toward(tree)
+            yield step if step is not None else game.random_move()
+    while True:  # the model's usual slip: the goal holds, but the macro never returns
+        yield "noop"
+"""
+
+
+def test_a_goal_reached_before_the_player_died_does_not_count(env: CrafterEnv) -> None:
+    # Nothing can follow a call that ends in death, so it does not win a search or verify a skill; its line
+    # says why, for the repair.
+    report = probe_macro(CHOP_THEN_LINGER, seeds=(0,), goal="wood", env=env, max_steps=5000)
+    (call,) = report.calls
+    assert call.outcome == "episode_end" and call.reached_goal and not call.achieved
+    assert report.goal_rate == 0.0
+    assert "went on until the player died" in call.line()
+    returned = probe_macro(CHOP, seeds=(0,), goal="wood", env=env, max_steps=5000)
+    assert returned.calls[0].achieved and returned.goal_rate == 1.0

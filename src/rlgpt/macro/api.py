@@ -58,6 +58,20 @@ def _pos(value: Any, what: str = "position") -> tuple[int, int]:
     raise TypeError(f"{what} must be an (x, y) pair of ints, got {describe_value(value, 40)}")
 
 
+def _kinds(value: Any) -> tuple[str, ...] | None:
+    """The kinds a position argument names instead of a tile: ``"tree"`` or ``("grass", "sand")`` (each
+    checked by `_kind`); None when `value` is not a name or a sequence of names (then it is a position).
+
+    Small models write ``game.is_facing("stone")`` and ``game.step_toward(("grass", "path"))`` as often as
+    the documented position form; the name says what they mean, so the queries that take a tile take it too.
+    """
+    if type(value) is str:
+        return (_kind(value),)
+    if type(value) in (tuple, list) and value and all(type(v) is str for v in value):
+        return tuple(_kind(v) for v in value)
+    return None
+
+
 def _kind(value: Any) -> str:
     if type(value) is not str or (value not in MATERIALS and value not in OBJECT_KINDS):
         raise ValueError(
@@ -312,12 +326,31 @@ class GameAPI:
         (x, y), (px, py) = _pos(pos), self.pos
         return abs(x - px) + abs(y - py)
 
-    def is_adjacent(self, pos: tuple[int, int]) -> bool:
-        """Whether a tile is one step (up/down/left/right) from the player."""
+    def _holds(self, tile: tuple[int, int], kinds: tuple[str, ...]) -> bool:
+        return self.material_at(tile) in kinds or self.object_at(tile) in kinds
+
+    def _next_to(self, kinds: tuple[str, ...]) -> tuple[int, int] | None:
+        """The first of the player's four neighbours (in `MOVES` order) holding one of `kinds`."""
+        px, py = self.pos
+        return next(((px + dx, py + dy) for dx, dy in MOVES if self._holds((px + dx, py + dy), kinds)), None)
+
+    def is_adjacent(self, pos: tuple[int, int] | str) -> bool:
+        """Whether ``pos`` is one step (up/down/left/right) away; ``pos`` may be a kind or tuple of kinds.
+
+        Given a kind (``"tree"``) or a tuple of kinds instead of a tile: whether one of the four neighbouring
+        tiles holds it."""
+        kinds = _kinds(pos)
+        if kinds is not None:
+            return self._next_to(kinds) is not None
         return self.distance(pos) == 1
 
-    def is_facing(self, pos: tuple[int, int]) -> bool:
-        """Whether the player faces the tile (so ``do`` acts on it)."""
+    def is_facing(self, pos: tuple[int, int] | str) -> bool:
+        """Whether the player faces ``pos`` (so ``do`` acts on it); ``pos`` may be a kind or tuple of kinds.
+
+        Given a kind (``"stone"``) or a tuple of kinds instead of a tile: whether the faced tile holds it."""
+        kinds = _kinds(pos)
+        if kinds is not None:
+            return self._holds(self.target, kinds)
         return self.target == _pos(pos)
 
     def nearby(self, kind: str, distance: int = 1) -> bool:
@@ -329,21 +362,37 @@ class GameAPI:
         found = self._find(kind, include_own_tile=True)
         return any(abs(x - px) <= distance and abs(y - py) <= distance for x, y in found)
 
-    def face(self, pos: tuple[int, int]) -> str:
-        """The move action that turns the player toward an adjacent tile (moves onto it if walkable)."""
+    def face(self, pos: tuple[int, int] | str) -> str:
+        """The move turning the player toward an adjacent ``pos`` (onto it if free); ``pos`` may be a kind.
+
+        Given a kind or a tuple of kinds instead of a tile: toward a neighbouring tile that holds it
+        (ValueError when none does)."""
+        kinds = _kinds(pos)
+        if kinds is not None:
+            tile = self._next_to(kinds)
+            if tile is None:
+                raise ValueError(f"face() found no {' or '.join(kinds)} next to the player")
+            pos = tile
         (x, y), (px, py) = _pos(pos), self.pos
         step = (x - px, y - py)
         if step not in MOVES:
             raise ValueError(f"face() needs an adjacent tile, {(x, y)} is {abs(step[0]) + abs(step[1])} away")
         return MOVES[step]
 
-    def step_toward(self, pos: tuple[int, int]) -> str | None:
-        """First action of a shortest walk through visible walkable tiles to face ``pos``.
+    def step_toward(self, pos: tuple[int, int] | str) -> str | None:
+        """First action of a shortest walk through visible walkable tiles to face ``pos`` (a tile or a kind).
 
         Adjacent targets give the turning move (`face`). Returns None when no visible path reaches a
-        tile next to the target.
+        tile next to the target. Given a kind (``"tree"``) or a tuple of kinds instead of a tile: toward
+        the nearest visible tile holding it (None when none is visible).
         """
         self._refresh()
+        kinds = _kinds(pos)
+        if kinds is not None:
+            near = [t for t in (self.nearest(k) for k in kinds) if t is not None]
+            if not near:
+                return None
+            pos = min(near, key=self.distance)
         goal = _pos(pos)
         if self.distance(goal) == 1:
             return self.face(goal)

@@ -651,20 +651,37 @@ def _reported(game: GameAPI, what: str, clock: _Clock, actions: Actions) -> Acti
 
 def _material(name: str, n: int) -> str:
     material = collect_source(name)
-    if type(n) is not int or not 1 <= n <= 99:
-        raise ValueError(f"n must be an int in [1, 99], got {n!r}")
+    # n <= 0 is "nothing more to collect": the model writes gather("wood", n=3 - game.item("wood")).
+    if type(n) is not int or not -99 <= n <= 99:
+        raise ValueError(f"n must be an int in [-99, 99] (at most 0: nothing to collect), got {n!r}")
     return material
 
 
+def _done() -> Actions:
+    """A primitive call with nothing to do: True at once, no step."""
+    return True
+    yield  # a generator, as every primitive is (for `yield from`)
+
+
+def _item_name(item: str, action: str) -> str:
+    """`item`, or the item an action name names: the model writes craft_item("make_wood_pickaxe") and
+    place_item("place_table") as often as the item."""
+    return item.removeprefix(f"{action}_") if type(item) is str else item
+
+
 def _placeable(item: str) -> str:
+    item = _item_name(item, "place")
     if item not in constants.place:
-        raise ValueError(f"cannot place {item!r}; placeable: {', '.join(constants.place)}")
+        made = " (it is crafted: game.craft_item)" if item in constants.make else ""
+        raise ValueError(f"cannot place {item!r}{made}; placeable: {', '.join(constants.place)}")
     return item
 
 
 def _craftable(item: str) -> str:
+    item = _item_name(item, "make")
     if item not in constants.make:
-        raise ValueError(f"cannot craft {item!r}; craftable: {', '.join(constants.make)}")
+        placed = f" (it is placed: game.place_item({item!r}))" if item in constants.place else ""
+        raise ValueError(f"cannot craft {item!r}{placed}; craftable: {', '.join(constants.make)}")
     return item
 
 
@@ -687,22 +704,24 @@ def gather(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS)
     grass) or the item it gives (wood, stone, ...): walk to it and ``do`` until crafter counted `n`
     collections. False at once, with the reason, when the tool it needs is not in the inventory."""
     material, clock = _material(name, n), _Clock(max_steps)
+    if n <= 0:
+        return _done()
     return _reported(game, f"gather {material}", clock, _collect(game, material, n, clock, solve=False))
 
 
 def place_item(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
     """Place `item` (stone, table, furnace, plant), which the inventory holds, on an adjacent tile where
     crafter allows it. False at once, with the reason, when the inventory lacks what it uses."""
-    clock = _Clock(max_steps)
-    return _reported(game, f"place {item}", clock, _place(game, _placeable(item), clock, solve=False))
+    item, clock = _placeable(item), _Clock(max_steps)
+    return _reported(game, f"place {item}", clock, _place(game, item, clock, solve=False))
 
 
 def craft_item(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     """Make `item` whose ingredients the inventory holds, next to the station(s) its recipe needs: walk to
     one in view, or back to one seen earlier in the episode; never builds one. False at once, with the
     reason, when an ingredient is missing or no station was seen."""
-    clock = _Clock(max_steps)
-    return _reported(game, f"craft {item}", clock, _craft(game, _craftable(item), clock, solve=False))
+    item, clock = _craftable(item), _Clock(max_steps)
+    return _reported(game, f"craft {item}", clock, _craft(game, item, clock, solve=False))
 
 
 def attack(game: GameAPI, kind: str, max_steps: int = DEFAULT_STEPS) -> Actions:
@@ -738,14 +757,16 @@ def collect(game: GameAPI, name: str, n: int = 1, max_steps: int = DEFAULT_STEPS
     collections. A missing tool (the pickaxe stone, coal, iron or diamond needs, and for an ore the wood
     pickaxe that digs the stone around it) is crafted first."""
     material, clock = _material(name, n), _Clock(max_steps)
+    if n <= 0:
+        return _done()
     return _reported(game, f"collect {material}", clock, _collect(game, material, n, clock))
 
 
 def place(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS // 4) -> Actions:
     """Place `item` (stone, table, furnace, plant) on an adjacent tile where crafter allows it, collecting
     first what the inventory lacks of what it uses (False when that cannot be collected)."""
-    clock = _Clock(max_steps)
-    return _reported(game, f"place {item}", clock, _place(game, _placeable(item), clock))
+    item, clock = _placeable(item), _Clock(max_steps)
+    return _reported(game, f"place {item}", clock, _place(game, item, clock))
 
 
 def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
@@ -753,8 +774,8 @@ def craft(game: GameAPI, item: str, max_steps: int = DEFAULT_STEPS) -> Actions:
     lacks of its ingredients, stand next to the stations its recipe needs (table; table and furnace for
     iron tools; a station out of view is built anew), then make it; an ingredient that needs a tool gets the
     tool made first. False when it ran out of steps or found nothing."""
-    clock = _Clock(max_steps)
-    return _reported(game, f"craft {item}", clock, _craft(game, _craftable(item), clock))
+    item, clock = _craftable(item), _Clock(max_steps)
+    return _reported(game, f"craft {item}", clock, _craft(game, item, clock))
 
 
 PRIMITIVES: tuple[str, ...] = ("explore", "walk_to", "gather", "place_item", "craft_item", "attack",

@@ -107,10 +107,19 @@ class ProbeCall:
     """Why the last control primitive the call ran returned False (`GameAPI.last_failure`, e.g. "cannot
     collect stone: it needs 1 wood_pickaxe in the inventory"); "" when none failed last."""
 
+    @property
+    def achieved(self) -> bool:
+        """Whether the call reached the goal and left the player alive: a call that raised the counter and
+        then played on until the player died (outcome ``episode_end``; probe episodes have no time limit)
+        does not count, since nothing can follow it (the next sub-action starts where this one ends)."""
+        return bool(self.reached_goal) and self.outcome != "episode_end"
+
     def line(self) -> str:
         """One compact line for prompts."""
         diff = ", ".join(f"{k}{v:+d}" for k, v in self.inventory_diff.items()) or "no change"
         goal = "" if self.reached_goal is None else f" goal={'yes' if self.reached_goal else 'no'}"
+        if self.reached_goal and not self.achieved:
+            goal += " but the macro went on until the player died (return once the goal is reached)"
         diag = f" | {self.diagnostic}" if self.diagnostic else ""
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
         trace = f" | last actions: {' '.join(self.trace)}" if self.trace else ""
@@ -145,10 +154,11 @@ class ProbeReport:
 
     @property
     def goal_rate(self) -> float | None:
-        """Share of calls that reached the goal (None without a goal)."""
+        """Share of calls that reached the goal and left the player alive (`ProbeCall.achieved`; None without
+        a goal)."""
         if self.goal is None or not self.calls:
             return None
-        return sum(bool(c.reached_goal) for c in self.calls) / len(self.calls)
+        return sum(c.achieved for c in self.calls) / len(self.calls)
 
     @property
     def mean_steps(self) -> float:
