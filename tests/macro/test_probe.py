@@ -112,20 +112,13 @@ def push(game):
     assert all(t in ("move_left", "move_right", "move_up", "move_down") for t in moved)
 
 
-CHOP_THEN_LINGER = """
+# The model's usual slip: the goal holds, but the macro never returns.
+CHOP_THEN_LINGER = MacroSource("chop_then_linger", chop_source("chop") + """
 def chop_then_linger(game):
-    while game.item("wood") < 1:
-        tree = game.nearest("tree")
-        if tree is None:
-            yield game.random_move()
-        elif game.is_facing(tree):
-            yield "do"
-        else:
-            step = game.step_toward(tree)
-            yield step if step is not None else game.random_move()
-    while True:  # the model's usual slip: the goal holds, but the macro never returns
+    yield from chop(game)
+    while True:
         yield "noop"
-"""
+""")
 
 
 def test_a_goal_reached_before_the_player_died_does_not_count(env: CrafterEnv) -> None:
