@@ -13,6 +13,7 @@ from bench.control_primitives import MAX_STEPS, SCENARIOS, run_scenario
 from rlgpt.agents.api_doc import api_reference
 from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.api import GameAPI
+from rlgpt.macro.code_skills import CodeSkill, link_skills
 from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.runtime import run_macro
@@ -58,6 +59,20 @@ def test_calling_a_primitive_without_yield_from_is_a_compile_diagnostic(line) ->
         compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"))
     assert caught.value.diagnostics[0].kind == "primitive_call"
     assert "yield from" in caught.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("line", ['ok = yield from game.step_toward((0, 1))', 'yield from game.random_move()',
+                                  'yield from game.nearest("tree")'])
+def test_yield_from_a_query_is_a_compile_diagnostic(line) -> None:
+    # Run, it would yield the action's letters (a bad_action) or fail on None: the compile repair is cheaper.
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"))
+    assert caught.value.diagnostics[0].kind == "primitive_call"
+    assert "is a query, not a generator" in caught.value.diagnostics[0].message
+    # A stored skill named like a query is the skill's call, not the query's.
+    link = {"nearest": CodeSkill("nearest", "", "", 'def nearest(game):\n    yield "noop"\n', 1.0)}
+    linked = link_skills("m", "def m(game):\n    yield from skills.nearest(game)\n", link)
+    compile_macro(MacroSource("m", linked))
 
 
 @pytest.mark.parametrize("call", ['game.collect("gold")', 'game.place("sword")', 'game.craft("table")',

@@ -14,6 +14,7 @@ import ast
 from rlgpt.macro import control
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, api_level
 from rlgpt.macro.budget import MacroLimits
+from rlgpt.macro.code_skills import SKILLS_NAME
 from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
 from rlgpt.macro.safe_builtins import ALLOWED_BUILTIN_NAMES, ALLOWED_EXCEPTIONS
 
@@ -308,6 +309,14 @@ class Validator:
             name = node.func.attr
             self.add("primitive_call", f"game.{name}(...) is a generator of actions: write `yield from "
                      f"game.{name}(...)` (it returns True when it reached its goal)", node)
+        elif (isinstance(node, ast.YieldFrom) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name)
+              and node.value.func.value.id != SKILLS_NAME  # skills.<name>(game) is a stored macro
+              and node.value.func.attr in API_MEMBERS and node.value.func.attr not in control.GENERATORS):
+            # The reverse slip: `yield from game.step_toward(t)` iterates the action's letters (or None).
+            name = node.value.func.attr
+            self.add("primitive_call", f"game.{name}(...) is a query, not a generator: write `yield "
+                     f"game.{name}(...)` for an action it returns, or use its value", node)
         return True
 
     def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:
