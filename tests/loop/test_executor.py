@@ -15,7 +15,7 @@ import pytest
 from loop_helpers import wait_for
 
 from rlgpt.config import builtin_config_path, load_config
-from rlgpt.layout import ATTEMPTS_JSON, RESULT_JSON, TRAINED_JSON
+from rlgpt.layout import ATTEMPTS_JSON, JOB_ERROR_TXT, RESULT_JSON, TRAINED_JSON
 from rlgpt.rl.sf_config import build_sf_config
 from rlgpt.rl.sf_env import make_gym_env, register_task_env
 from rlgpt.run.executor import LocalExecutor, TrainJob
@@ -52,6 +52,20 @@ def test_a_failing_job_is_a_result(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "run" / RESULT_JSON).read_text())["ok"] is False
     # Bad code fails the same way every time: one attempt, not three.
     assert len(json.loads((tmp_path / "run" / ATTEMPTS_JSON).read_text())) == 1 and result.steps == 0
+
+
+def test_a_job_that_raises_prints_one_line_and_keeps_the_traceback(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # A macro file the training cannot load (seen when a run's recorded macros met a stricter compiler).
+    macros = tmp_path / "macros.yaml"
+    macros.write_text("- name: m\n  description: d\n  code: |\n    def m(game):\n        import os\n")
+    cfg = load_config(builtin_config_path("smoke.yaml"),
+                      [f"run_dir={tmp_path / 'run'}", "steps=1024", f"macros.file={macros}"])
+    result = LocalExecutor(attempts=1).run(TrainJob(cfg))
+    assert not result.ok and "MacroFileError" in result.error
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and f"training job failed: {result.error}" in err
+    assert "Traceback" in (tmp_path / "run" / JOB_ERROR_TXT).read_text()
 
 
 def test_a_job_that_dies_is_a_result(tmp_path: Path) -> None:

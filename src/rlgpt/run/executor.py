@@ -302,8 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # any failure of the job is a result the loop can report, not a lost run
         import traceback
 
-        traceback.print_exc()
-        result = JobResult(str(job_path.parent), False, error=f"{type(exc).__name__}: {exc}")
+        # The run's console gets one line; the traceback is kept beside the job for whoever debugs it.
+        error = f"{type(exc).__name__}: {exc}"
+        where = job_path.parent / layout.JOB_ERROR_TXT
+        where.write_text(traceback.format_exc())
+        print(f"rlgpt: training job failed: {error} (traceback: {where})", file=sys.stderr)
+        result = JobResult(str(job_path.parent), False, error=error)
     rundir.write_json(job_path.parent / layout.RESULT_JSON, result.to_dict())
     return 0
 
