@@ -8,6 +8,7 @@ training ends the run with one such line naming it (and the macro it ran) and ex
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -445,6 +446,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ReportError,
         FileNotFoundError,
     )
+    # `kill PID` (a scheduler's SIGTERM) stops any command the way Ctrl-C does: the running training
+    # checkpoints (`LocalExecutor` passes the signal on and waits for it) and the same command resumes.
+    from rlgpt.procs import raise_terminated
+
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         return int(args.func(args) or 0)
     except user_errors as e:

@@ -14,6 +14,17 @@ from collections.abc import Iterator
 _PR_SET_PDEATHSIG = 1
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler's stop) raised as a KeyboardInterrupt, so that every command stops
+    the way Ctrl-C stops it. Unlike Ctrl-C, which the whole process group gets, it reached this process
+    only: a child that should stop gets it passed on (`rlgpt.run.executor.stop_child`)."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """A SIGTERM handler: raise `Terminated`."""
+    raise Terminated(f"signal {signum}")
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when the process that started it dies (a no-op elsewhere).
 

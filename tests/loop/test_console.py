@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -122,3 +123,30 @@ def test_a_step_inside_a_phase_is_announced_for_the_iteration_under_way() -> Non
     assert [line.split(" | ")[:3] for line in lines] == [
         ["rlgpt run: collect_wood", "iteration 2/3", phase] for phase in ("fast  ", "probe ", "fast  ")]
     progress.close()
+
+
+@pytest.mark.slow
+def test_kill_stops_a_run_like_ctrl_c_and_its_training_keeps_a_checkpoint(tmp_path: Path) -> None:
+    # `kill PID` (SIGTERM, what a scheduler sends) reaches `rlgpt run` only, not its training child: the
+    # run passes it on and waits, so the child's interrupted path saves the policy (periodic saves are an
+    # hour apart here) before the run prints how to resume.
+    from loop_helpers import wait_for
+
+    from rlgpt.tracking import spent_steps
+
+    run_dir, log = tmp_path / "run", tmp_path / "stderr.txt"
+    argv = [sys.executable, "-m", "rlgpt.cli", "run", "--config", SMOKE, "--run-dir", str(run_dir),
+            "--mode", "ppo", "--steps", "50000000", "--set", "train.save_every_sec=3600"]
+    metrics = run_dir / "ppo" / "train" / "metrics.csv"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+        try:
+            wait_for(lambda: metrics.is_file() and spent_steps(metrics) > 0, "training steps", proc)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=600) == 130
+        finally:
+            proc.kill()
+    err = log.read_text()
+    assert "rlgpt: interrupted; re-run the same command to resume" in err and "Traceback" not in err
+    assert list((run_dir / "ppo" / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))

@@ -17,6 +17,7 @@ from sample_factory.train import make_runner
 from rlgpt import layout, rundir
 from rlgpt.config import NO_SETUP, EnvSetup, TrainConfig, to_dict
 from rlgpt.env_registry import get_env
+from rlgpt.procs import raise_terminated
 from rlgpt.rl import learner as smdp_learner
 from rlgpt.rl import sf_private
 from rlgpt.rl.ad import learner_class
@@ -170,7 +171,7 @@ def train(
     t0 = time.time()
     # `kill PID` stops the run like Ctrl-C does (Sample Factory's interrupted path) instead of ending the
     # process on the spot; checkpoints and metrics.csv are kept either way and the same command resumes.
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous_sigterm = signal.signal(signal.SIGTERM, raise_terminated)
     placement = contextlib.ExitStack()
     try:
         smdp_learner.install(learner_class(sf_cfg))
@@ -206,7 +207,3 @@ def train(
         metrics.close()
         clear_markers(run_dir)
     return TrainResult(run_dir, int(status), steps, time.time() - t0, success)
-
-
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from rlgpt import layout, rundir
 from rlgpt.config import EnvSetup, TrainConfig, to_dict, train_config_from_dict
-from rlgpt.procs import die_with_parent
+from rlgpt.procs import Terminated, die_with_parent
 from rlgpt.tracking import spent_steps
 
 
@@ -176,9 +176,12 @@ class LocalExecutor(RetryingExecutor):
     `run_many` runs its jobs one after another: a training already uses the machine's cores (its rollout
     workers), and a small box (2 cores) has no room for two at once."""
 
-    def __init__(self, python: str = sys.executable, attempts: int = 1) -> None:
+    def __init__(self, python: str = sys.executable, attempts: int = 1, stop_grace_s: float = 90.0) -> None:
         super().__init__(attempts)
         self.python = python
+        self.stop_grace_s = stop_grace_s
+        """How long an interrupted command waits for its training child to checkpoint and exit: Sample
+        Factory's own stop takes up to `TrainConfig.stop_grace_sec` (45 s) plus the save."""
         self.process: subprocess.Popen | None = None
         """The running attempt's child (None between attempts)."""
 
@@ -187,9 +190,27 @@ class LocalExecutor(RetryingExecutor):
         self.process = subprocess.Popen(job_argv(run_dir, self.python), preexec_fn=die_with_parent)
         try:
             returncode = self.process.wait()
+        except KeyboardInterrupt as exc:
+            # Ctrl-C reached the child too (the same process group); `kill PID` reached this process only and
+            # is passed on. Either way the child gets to checkpoint: this process's exit would SIGKILL it.
+            stop_child(self.process, self.stop_grace_s, forward=isinstance(exc, Terminated))
+            raise
         finally:
             self.process = None
         return attempt_result(run_dir, returncode, time.time() - t0)
+
+
+def stop_child(process: subprocess.Popen, grace_s: float, forward: bool = True) -> None:
+    """Let a training child stop (Sample Factory's interrupted path, which saves a checkpoint): send it
+    SIGTERM when `forward` (not when it got the Ctrl-C itself: a second signal would cut its save short),
+    wait up to `grace_s` seconds, and SIGKILL it after that."""
+    if forward and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def job_argv(run_dir: Path, python: str = sys.executable) -> list[str]:
