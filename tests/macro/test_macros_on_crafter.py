@@ -208,6 +208,12 @@ def test_tile_queries_take_kind_names(seed: int) -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         game.is_facing("wood")  # an item, not a tile kind: the diagnostic names the mistake
     assert game.step_toward("diamond") is None  # none in view: the documented "no path" answer
+    # A hostile list of one name costs one search (the sandbox charges the searches' work to the macro).
+    before = game._work
+    game.step_toward("diamond")
+    one = game._work - before
+    game.step_toward(["diamond"] * 100_000)
+    assert game._work - before - one == one
     _, _, _, _, info = env.step(env.n_primitive)
     assert info["macro"]["outcome"] == "success", info["macro"]
     assert info["achievements"]["place_table"] == 1

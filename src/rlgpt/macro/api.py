@@ -68,7 +68,9 @@ def _kinds(value: Any) -> tuple[str, ...] | None:
     if type(value) is str:
         return (_kind(value),)
     if type(value) in (tuple, list) and value and all(type(v) is str for v in value):
-        return tuple(_kind(v) for v in value)
+        # Each distinct kind once: a query searches the view per kind, and a macro's 100,000-item list of
+        # one name must cost one search, not a second of them.
+        return tuple(dict.fromkeys(_kind(v) for v in value))
     return None
 
 
