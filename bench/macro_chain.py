@@ -58,7 +58,7 @@ def chain_rates(iteration: Path, episodes: int = 30, max_steps: int = 200) -> tu
     for k, (macro, goal) in enumerate(chain):
         last = probe_macro(macro, seeds=seeds, goal=goal, env=env, max_steps=max_steps,
                            setup=tuple(m for m, _ in chain[:k]))
-        rates.append(LinkRate(macro.name, goal or "-", sum(c.achieved for c in last.calls), len(seeds),
+        rates.append(LinkRate(macro.name, goal or "-", last.achieved_calls, len(seeds),
                               last.mean_steps))
     task = run["task"]
     done = sum(task in c.unlocked for c in last.calls) if task in constants.achievements else 0

@@ -101,7 +101,7 @@ def render_subactions(decomposition: Decomposition | None, probes: Sequence[Prob
         if probe is None:
             lines.append(f"- {sub.name} (goal {sub.goal or 'none'}): no macro kept (none compiled)")
             continue
-        reached = sum(c.achieved for c in probe.calls)
+        reached = probe.achieved_calls
         goal = f"goal {sub.goal} reached in {reached} of {len(probe.calls)} probe calls, " if sub.goal else ""
         lines.append(f"- {sub.name}: {goal}returned {probe.success_rate:.0%}, "
                      f"mean {probe.mean_steps:.0f} steps")

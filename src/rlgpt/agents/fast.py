@@ -270,7 +270,7 @@ def failing_call_text(candidate: MacroCandidate) -> str:
         return ""
     call = failed[0]
     lines = [f"A failing call (seed {call.seed}): it ended with {call.outcome} after {call.steps} steps."]
-    if call.reached_goal and not call.achieved:
+    if call.died_after_goal:
         lines.append("It reached the goal, then kept acting until the player died: return once it holds.")
     if call.diagnostic:
         lines.append(f"Diagnostic: {call.diagnostic}")
@@ -291,7 +291,7 @@ def probe_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "n
     call spelled out (`failing_call_text`) and its code."""
     assert candidate.probe is not None and candidate.code.code is not None
     probe = candidate.probe
-    reached = sum(c.achieved for c in probe.calls)
+    reached = probe.achieved_calls
     earlier = "" if feedback in ("", "none") else f"{feedback}\n"
     failing = failing_call_text(candidate)
     return (f"{earlier}Your earlier `{sub.name}` reached its goal in {reached} of {len(probe.calls)} probe "

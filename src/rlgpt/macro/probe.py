@@ -114,11 +114,16 @@ class ProbeCall:
         does not count, since nothing can follow it (the next sub-action starts where this one ends)."""
         return bool(self.reached_goal) and self.outcome != "episode_end"
 
+    @property
+    def died_after_goal(self) -> bool:
+        """Whether the call reached the goal and then played on until the player died (not `achieved`)."""
+        return bool(self.reached_goal) and not self.achieved
+
     def line(self) -> str:
         """One compact line for prompts."""
         diff = ", ".join(f"{k}{v:+d}" for k, v in self.inventory_diff.items()) or "no change"
         goal = "" if self.reached_goal is None else f" goal={'yes' if self.reached_goal else 'no'}"
-        if self.reached_goal and not self.achieved:
+        if self.died_after_goal:
             goal += " but the macro went on until the player died (return once the goal is reached)"
         diag = f" | {self.diagnostic}" if self.diagnostic else ""
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
@@ -158,7 +163,12 @@ class ProbeReport:
         a goal)."""
         if self.goal is None or not self.calls:
             return None
-        return sum(c.achieved for c in self.calls) / len(self.calls)
+        return self.achieved_calls / len(self.calls)
+
+    @property
+    def achieved_calls(self) -> int:
+        """Calls that reached the goal and left the player alive (`ProbeCall.achieved`)."""
+        return sum(c.achieved for c in self.calls)
 
     @property
     def mean_steps(self) -> float:
