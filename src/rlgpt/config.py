@@ -8,6 +8,7 @@ the wrong type fail loudly with :class:`ConfigError` instead of being silently i
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 import warnings
@@ -196,6 +197,11 @@ class TrainConfig:
     training's ``config.json`` and checkpoints (a training run, or a skill's ``policy/``). Chosen, one runs
     until its task's achievement count rises or ``macros.max_steps`` steps pass (`rlgpt.rl.options`). The
     planner offers a chain's earlier trained links to the later ones; needs the ``gym`` backend."""
+    progress_reward: float = 0.1
+    """What the plan's progress reward pays the first time in an episode each goal of the setup's
+    ``progress_goals`` is reached (`rlgpt.rl.progress`; the loop's goals are the slow agent's sub-action
+    goals, the task's own left out): a signal for every link of a chain of macros where the task's reward
+    pays only the last. 0: off."""
     dense_reward_cap: float = 0.5
     """Most the LLM's dense reward may add up to over one episode; its running total stays within [0, cap]
     (`rlgpt.macro.reward.DenseReward`): below the task's success reward (1), so that no episode stopping
@@ -259,6 +265,10 @@ class EnvSetup:
     """Source of the dense reward ``def reward(game, prev)`` ("" = the task's reward only)."""
     observation: tuple[str, ...] = ()
     """Observation parts the policy sees (empty = all)."""
+    progress_goals: tuple[str, ...] = ()
+    """Goals (Crafter items or achievements) the plan's progress reward pays once per episode each
+    (`rlgpt.rl.progress`, ``TrainConfig.progress_reward`` each): the slow agent's sub-action goals, the
+    task's own left out. Empty: none."""
 
 
 NO_SETUP = EnvSetup()
@@ -361,6 +371,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         (cfg.env.obs_mode in ("symbolic", "pixels"), "env.obs_mode must be 'symbolic' or 'pixels'"),
         (cfg.env.episode_length is None or cfg.env.episode_length > 0, "env.episode_length must be > 0"),
         (cfg.env.num_workers >= 1, "env.num_workers must be >= 1"),
+        (cfg.progress_reward >= 0 and math.isfinite(cfg.progress_reward),
+         "progress_reward must be a finite number >= 0"),
         (cfg.env.backend in ENV_BACKENDS, f"env.backend must be one of {', '.join(ENV_BACKENDS)}"),
         (
             cfg.env.worker_num_splits >= 1 and cfg.env.num_envs_per_worker % cfg.env.worker_num_splits == 0,

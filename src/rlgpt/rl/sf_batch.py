@@ -52,6 +52,7 @@ from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.reward import DEFAULT_EPISODE_CAP, DenseReward, GameSnapshot
 from rlgpt.macro.views import batch_views
 from rlgpt.rl.learner import NUM_FRAMES_KEY
+from rlgpt.rl.progress import ProgressReward
 from rlgpt.rl.wrappers import episode_stats, game_seed
 
 
@@ -78,6 +79,8 @@ class BatchTaskEnv(gym.Env):
         dense_reward_cap: float | None = DEFAULT_EPISODE_CAP,
         marker: Marker | None = None,
         limits: MacroLimits | None = None,
+        progress_goals: Sequence[str] = (),
+        progress_reward: float = 0.0,
     ) -> None:
         self.batch, self.spec, self.run_seed = batch, spec, int(run_seed)
         n = self.num_agents = int(batch.num_envs)
@@ -90,7 +93,8 @@ class BatchTaskEnv(gym.Env):
                 NUM_FRAMES_KEY: gym.spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32),
             }
         )
-        views = batch_views(batch) if macros or reward else []
+        pays_progress = bool(progress_goals) and progress_reward > 0
+        views = batch_views(batch) if macros or reward or pays_progress else []
         budget = {"max_time_share": max_time_share, "budget_grace_seconds": budget_grace_seconds}
         self.macros = (
             BatchMacros(views, macros, len(ACTION_NAMES), gamma, max_macro_steps, limits, seed=self.run_seed,
@@ -103,6 +107,10 @@ class BatchTaskEnv(gym.Env):
         # The reward's own API per game (its own generator, as the per-env DenseRewardWrapper's).
         self._reward_games = [GameAPI(view, random.Random(self.run_seed)) for view in views] if reward else []
         self._prev: list[GameSnapshot | None] = [None] * n  # per game, the state before its step
+        # The plan's progress reward, one per game (`rlgpt.rl.progress`), read through each game's view.
+        self._progress = [ProgressReward(progress_goals, progress_reward) for _ in range(n)] \
+            if pays_progress else []
+        self._progress_games = [GameAPI(view, random.Random(0)) for view in views] if pays_progress else []
         self._dense_total = np.zeros(n)
         self.drop = tuple(k for k in ("view", "vector") if observation and k not in observation)
         """Observation keys zeroed (the parts the setup left out)."""
@@ -179,6 +187,8 @@ class BatchTaskEnv(gym.Env):
                     game, self._prev[e], self._dense_total[e], BATCH_STEP_SECONDS)
                 self._prev[e] = GameSnapshot.of(game)
                 reward[j] += added
+        for j, e in enumerate(rows.tolist() if self._progress else ()):
+            reward[j] += self._progress[e].step(self._progress_games[e])
         self._success[rows], self._terminated[rows], self._truncated[rows] = success, terminated, truncated
         return reward, terminated | truncated
 
@@ -191,6 +201,8 @@ class BatchTaskEnv(gym.Env):
             self._dense_total[rows] = 0.0
             for e in np.flatnonzero(rows).tolist():
                 self._prev[e] = GameSnapshot.of(self._reward_games[e])
+        for e in np.flatnonzero(rows).tolist() if self._progress else ():
+            self._progress[e].reset(self._progress_games[e])
         if self.macros is not None:
             self.macros.new_episodes(rows)
 

@@ -64,6 +64,7 @@ def make_batch_task_env(
         reward=wc.setup.reward_code or None, observation=wc.setup.observation or None, gamma=wc.gamma,
         max_macro_steps=wc.train.macros.max_steps,
         dense_reward_cap=wc.train.dense_reward_cap or None, marker=marker, **time_budget(wc),
+        progress_goals=wc.setup.progress_goals, progress_reward=wc.train.progress_reward,
     )
 
 

@@ -70,7 +70,8 @@ class WorkerConfig:
 
 
 def _setup(data: dict[str, Any]) -> EnvSetup:
-    return EnvSetup(reward_code=data.get("reward_code", ""), observation=tuple(data.get("observation", ())))
+    return EnvSetup(reward_code=data.get("reward_code", ""), observation=tuple(data.get("observation", ())),
+                    progress_goals=tuple(data.get("progress_goals", ())))
 
 
 _DECODED: dict[str, WorkerConfig] = {}

@@ -20,6 +20,7 @@ from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.learner import NUM_FRAMES_KEY
 from rlgpt.rl.macro_marker import protect_macro_env
 from rlgpt.rl.options import OptionActionWrapper
+from rlgpt.rl.progress import ProgressRewardWrapper
 from rlgpt.rl.worker_config import WorkerConfig, worker_config
 from rlgpt.rl.worker_memory import limit_worker_memory
 
@@ -181,6 +182,8 @@ def wrap_task_env(env: gym.Env, cfg: Config | WorkerConfig, dense_reward: bool =
         env = DenseRewardWrapper(env, wc.setup.reward_code, seed=wc.seed,
                                  episode_cap=wc.train.dense_reward_cap or None, **time_budget(wc))
         limit_worker_memory(wc)  # reward code runs here too: the same memory backstop as for macros
+    if wc.setup.progress_goals and wc.train.progress_reward and dense_reward:
+        env = ProgressRewardWrapper(env, wc.setup.progress_goals, wc.train.progress_reward)
     if wc.setup.observation:
         env = ObservationParts(env, wc.setup.observation)
     if wc.macros:

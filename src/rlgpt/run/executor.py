@@ -55,6 +55,9 @@ class TrainJob:
     """The run seed whose evaluation episodes are played (`rlgpt.rl.evaluate.eval_seed`); None = the
     training's seed. An iteration's candidates train with seeds of their own but are all evaluated on the
     run's episodes, so that they are compared (and the selected one tested) like one training."""
+    progress_goals: tuple[str, ...] = ()
+    """Goals the plan's progress reward pays once per episode each (`rlgpt.config.EnvSetup.progress_goals`;
+    empty: none)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``job.json``)."""
@@ -64,6 +67,8 @@ class TrainJob:
                "evaluate_only": self.evaluate_only}
         if self.eval_seed is not None:
             out["eval_seed"] = self.eval_seed
+        if self.progress_goals:
+            out["progress_goals"] = list(self.progress_goals)
         return out
 
     def episodes_seed(self) -> int:
@@ -76,11 +81,11 @@ class TrainJob:
         return cls(train_config_from_dict(data["config"]), data["reward_code"], tuple(data["observation"]),
                    int(data["eval_episodes"]), data["eval_episode_length"],
                    data.get("eval_split", "validation"), bool(data.get("evaluate_only", False)),
-                   data.get("eval_seed"))
+                   data.get("eval_seed"), tuple(data.get("progress_goals", ())))
 
     def env_setup(self) -> EnvSetup:
-        """The training's env beyond the TrainConfig: the LLM's reward and observation."""
-        return EnvSetup(self.reward_code, self.observation)
+        """The training's env beyond the TrainConfig: the LLM's reward and observation, the plan's goals."""
+        return EnvSetup(self.reward_code, self.observation, self.progress_goals)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from rlgpt.llm.types import Message
 from rlgpt.macro.code_skills import CodeSkill, code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
+from rlgpt.rl.progress import progress_goals
 from rlgpt.run.chain import chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.run.executor import Executor, JobResult, TrainJob
 from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
@@ -70,6 +71,16 @@ def feedback_text(feedback: dict[str, Any]) -> str:
     problems = "; ".join(feedback["problems"]) or "none"
     suggestions = "; ".join(feedback["suggestions"]) or "none"
     return f"Problems: {problems}\nSuggestions: {suggestions}"
+
+
+def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
+    """The goals the plan's progress reward pays (`rlgpt.rl.progress`): every sub-action's goal, in the
+    decomposition's order, less the task's own targets. None for the Crafter benchmark, whose own reward
+    already pays each achievement once per episode."""
+    spec = TaskSpec.from_name(task)
+    if spec.benchmark:
+        return ()
+    return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
 
 
 def training_budget(per_iteration: int, remaining: int, eval_bound: int) -> int:
@@ -236,7 +247,8 @@ class Loop:
                 self.progress.phase("train", index, task)
                 evaluation = JobRecord.from_dict(step(
                     layout.training_record(it_dir), self.train_step, it_dir, task, reply, budget, start_pool,
-                    options, training_marks(marks, covered), self.steps_counted()))
+                    options, training_marks(marks, covered), self.steps_counted(),
+                    plan_goals(task, decomposition)))
                 self.count("train", evaluation.steps)
                 covered = self.steps_counted()
                 self.count("eval", evaluation.eval_steps)
@@ -307,14 +319,15 @@ class Loop:
 
     def train_step(self, it_dir: Path, task: str, reply: FastReply, steps: int,
                    start_pool: str | None = None, options: tuple[str, ...] = (), marks: tuple[int, ...] = (),
-                   mark_offset: int = 0) -> dict[str, Any]:
-        """Train on the augmented action space (primitives, macros, `options`) with the LLM's reward,
-        observation and horizon (from `start_pool`'s states when given), saving the policy at the budget
-        `marks` the run's count (from `mark_offset`) reaches; evaluate at the task's episode length.
+                   mark_offset: int = 0, goals: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Train on the augmented action space (primitives, macros, `options`) with the LLM's reward, the
+        plan's progress reward on `goals` (`plan_goals`), observation and horizon (from `start_pool`'s states
+        when given), saving the policy at the budget `marks` the run's count (from `mark_offset`) reaches;
+        evaluate at the task's episode length.
 
         With ``train_candidates`` > 1 every candidate trains `steps` (its share) through
         `Executor.run_many` (`candidate_jobs`) and the record is `candidates_record`'s."""
-        jobs = self.candidate_jobs(it_dir, task, reply, steps, start_pool, options, marks, mark_offset)
+        jobs = self.candidate_jobs(it_dir, task, reply, steps, start_pool, options, marks, mark_offset, goals)
         if len(jobs) == 1:
             rundir.write_json(it_dir / layout.TRAIN_JOB_JSON, jobs[0].to_dict())
             return job_record(self.executor.run(jobs[0]))
@@ -324,7 +337,7 @@ class Loop:
 
     def candidate_jobs(self, it_dir: Path, task: str, reply: FastReply, steps: int,
                        start_pool: str | None, options: tuple[str, ...], marks: tuple[int, ...],
-                       mark_offset: int) -> list[TrainJob]:
+                       mark_offset: int, goals: tuple[str, ...] = ()) -> list[TrainJob]:
         """One job per candidate (``train_candidates``): the same reply, `steps` each, candidate k's seed
         (`rlgpt.config.candidate_seed`) and directory (`layout.candidate_dir`); every one evaluated on the
         run's validation episodes. Budget marks: the ledger charges the candidates in the order k, so
@@ -349,7 +362,8 @@ class Loop:
             if reply.macros:
                 train.macros.file = str(it_dir / layout.MACROS_YAML)
             jobs.append(TrainJob(train, reply.reward_code, reply.observation, self.cfg.eval_episodes,
-                                 eval_length(self.cfg, task), eval_seed=None if k == 0 else self.cfg.seed))
+                                 eval_length(self.cfg, task), eval_seed=None if k == 0 else self.cfg.seed,
+                                 progress_goals=goals))
         return jobs
 
     def test_step(self, it_dir: Path) -> dict[str, Any] | None:
