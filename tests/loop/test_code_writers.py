@@ -4,6 +4,7 @@ whose kept policy is the trusted goal macro is marked as expert code."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,9 +14,12 @@ from loop_helpers import record, smoke_config, write_step
 from rlgpt import layout
 from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import Decomposition, SubAction
+from rlgpt.config import load_run_config
 from rlgpt.llm.config import build_client
 from rlgpt.run.baselines import policy_subaction
-from rlgpt.run.records import kept_writers
+from rlgpt.run.executor import TrainJob
+from rlgpt.run.loop import recorded_rewards
+from rlgpt.run.records import IterationRecord, kept_writers, result_record, training_rewards
 from rlgpt.run.report import table2, write_report, writers_table
 from rlgpt.run.runner import run
 
@@ -89,7 +93,8 @@ def test_the_summary_the_progress_line_and_the_report_say_who_wrote_the_code(
     cell = table2(summaries).rows[0][1]
     assert cell.endswith("EXPERT CODE in 1 [1]")
     writers = writers_table(summaries)
-    assert writers.rows == [[TASK, "rlgpt", "2", "2", "1", "1", "0.75", "1/2 EXPERT CODE"]]
+    # Prefilled trainings left no train_job.json: what their rewards added up is not recorded.
+    assert writers.rows == [[TASK, "rlgpt", "2", "2", "1", "1", "0.75", "not recorded 2", "1/2 EXPERT CODE"]]
     text = write_report([mixed, own], tmp_path / "report")["markdown"].read_text()
     assert "used expert code (kept macros of the reported policy: model 1, expert 1)" in text
     assert "| model+library share |" in text
@@ -100,7 +105,7 @@ def test_the_summary_the_progress_line_and_the_report_say_who_wrote_the_code(
         old.pop(key)
     (own / layout.SUMMARY_JSON).write_text(json.dumps(old))
     assert writers_table([json.loads((own / layout.SUMMARY_JSON).read_text()) | {"run_dir": str(own)}]
-                         ).rows[0][3:] == ["1", "1", "0", "1.00", "0/1"]
+                         ).rows[0][3:] == ["1", "1", "0", "1.00", "not recorded 1", "0/1"]
 
 
 @pytest.mark.parametrize("api", ["expert", "primitives"])
@@ -118,3 +123,23 @@ def test_a_code_baseline_whose_policy_is_the_goal_macro_is_marked_expert(tmp_pat
     assert written["written_by"] == "expert" and "game.collect(" in written["source"]
     summary["run_dir"] = str(tmp_path)
     assert "EXPERT CODE in 1" in table2([summary]).rows[0][1]
+
+
+def test_the_summary_and_the_report_say_which_rewards_trained_the_reported_policy(tmp_path: Path) -> None:
+    cfg = load_run_config(None, [f"task={TASK}"])
+    job = TrainJob(cfg.train, "def reward(game, prev):\n    return 0.0\n", progress_goals=("sapling",))
+    assert training_rewards(job.to_dict()) == ["task", "plan", "model"]
+    assert training_rewards(dataclasses.replace(job, reward_code="").to_dict()) == ["task", "plan"]
+    assert training_rewards(dataclasses.replace(job, progress_goals=()).to_dict()) == ["task", "model"]
+    off = dataclasses.replace(job, config=dataclasses.replace(cfg.train, progress_reward=0.0))
+    assert training_rewards(off.to_dict()) == ["task", "model"]  # goals named, but the reward switched off
+    it_dir = tmp_path / "iter_000"
+    assert recorded_rewards(it_dir) is None
+    write_step(it_dir / layout.TRAIN_JOB_JSON, job.to_dict())
+    assert recorded_rewards(it_dir) == ["task", "plan", "model"]
+    iterations = [IterationRecord(index=i, dir=f"iter_00{i}", rewards=r)
+                  for i, r in enumerate((["task", "plan"], ["task", "plan", "model"]))]
+    summaries = [result_record(cfg, TASK, "rlgpt", 100, {"train": 10}, {}, iterations, best=best)
+                 for best in ("iter_000", "iter_001")]
+    assert [s["rewards"] for s in summaries] == [["task", "plan"], ["task", "plan", "model"]]
+    assert writers_table(summaries).rows[0][-2] == "task+plan 1, task+plan+model 1"

@@ -57,7 +57,7 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
     ledger.add("test_eval", marks_steps(marks))
     iterations = [IterationRecord(index=0, dir=layout.PPO_DIR, ok=evaluation.ok,
                                   success_rate=evaluation.success_rate, steps=evaluation.steps,
-                                  steps_by_kind=by_kind, macros=[], critic="")]
+                                  steps_by_kind=by_kind, macros=[], critic="", rewards=["task"])]
     return result_record(cfg, cfg.task, "ppo", cfg.steps, ledger.by_kind(), evaluation.report or {},
                          iterations, best=layout.PPO_DIR if evaluation.ok else None,  # never a failed job
                          checkpoint=str(trained) if evaluation.ok else None,

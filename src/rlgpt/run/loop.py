@@ -61,6 +61,7 @@ from rlgpt.run.records import (
     kept_writers,
     result_record,
     step,
+    training_rewards,
 )
 from rlgpt.run.skills import Skill, SkillLibrary
 from rlgpt.tracking import LoopProgress
@@ -81,6 +82,15 @@ def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
     if spec.benchmark:
         return ()
     return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
+
+
+def recorded_rewards(it_dir: Path) -> list[str] | None:
+    """What the iteration's training reward added up (`rlgpt.run.records.REWARDS`), read from its
+    ``train_job.json`` (None when it has none)."""
+    try:
+        return training_rewards(json.loads((it_dir / layout.TRAIN_JOB_JSON).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def training_budget(per_iteration: int, remaining: int, eval_bound: int) -> int:
@@ -262,7 +272,7 @@ class Loop:
                     success_rate=evaluation.success_rate, steps=evaluation.steps,
                     steps_by_kind=self.ledger.since(before), macros=[m.name for m in reply.macros],
                     written_by=kept_writers(fast), search=fast.get("search"), critic=feedback["target"],
-                    fallbacks=iteration_fallbacks(slow, fast, feedback)))
+                    fallbacks=iteration_fallbacks(slow, fast, feedback), rewards=recorded_rewards(it_dir)))
                 index += 1
                 if feedback["target"] == "done":
                     done = True

@@ -65,7 +65,7 @@ class IterationRecord(Record):
     (`rlgpt.run.baselines`). The optional fields are the kinds' own and absent from the others'."""
 
     OMIT_NONE = ("outer", "inner", "written_by", "search", "fallbacks", "stopped", "task", "source",
-                 "prefix_steps", "start_states")
+                 "prefix_steps", "start_states", "rewards")
 
     index: int = 0
     """Position in the run (iterations, or links of a plan)."""
@@ -104,6 +104,8 @@ class IterationRecord(Record):
     """Steps a link's start states took to build (the chain so far played)."""
     start_states: int | None = None
     """How many start states a link trained from."""
+    rewards: list[str] | None = None
+    """What its training's reward added up (`REWARDS`); None where not recorded."""
 
 
 @dataclasses.dataclass
@@ -152,6 +154,18 @@ class JobRecord(Record):
 WRITERS: tuple[str, ...] = ("model", "library", "expert")
 """Who wrote a kept macro (`rlgpt.agents.fast.MacroCandidate.written_by`): the model in this run, the
 model earlier (a verified skill of the library), or expert code (the trusted goal macro)."""
+
+
+REWARDS = ("task", "plan", "model")
+"""What a training's reward can add up (`IterationRecord.rewards`): ``task``, the task's own (1 at success,
+crafter's for the benchmark); ``plan``, the progress reward on the slow agent's sub-action goals
+(`rlgpt.rl.progress`); ``model``, the fast agent's dense reward code."""
+
+
+def training_rewards(job: Mapping[str, Any]) -> list[str]:
+    """`REWARDS` a training job (``TrainJob.to_dict``'s form) adds up."""
+    plan = bool(job.get("progress_goals")) and bool(job.get("config", {}).get("progress_reward"))
+    return ["task", *(["plan"] if plan else []), *(["model"] if job.get("reward_code") else [])]
 
 
 def kept_writers(fast: Mapping[str, Any]) -> dict[str, str]:
@@ -232,7 +246,8 @@ class RunSummary(Record):
     before a key existed reads as the field's default (None where a reader must tell "not recorded")."""
 
     OMIT_NONE = ("checkpoint", "validation_success_rate", "test_error", "error", "played_steps", "plan",
-                 "fallbacks", "marks", "steps_to_success", "model_id", "llm", "skill_library", "run_dir")
+                 "fallbacks", "marks", "steps_to_success", "model_id", "llm", "skill_library", "run_dir",
+                 "rewards")
 
     task: str = ""
     """The task the run learned (a chain: its final task)."""
@@ -265,6 +280,9 @@ class RunSummary(Record):
     """The model's and the library's share of those macros (None without macros)."""
     expert_code: bool = False
     """Some iteration kept expert code."""
+    rewards: list[str] | None = None
+    """What the reported policy's training reward added up (`REWARDS`; the selected iteration's); None
+    where not recorded."""
     iterations: list[IterationRecord] = dataclasses.field(default_factory=list)
     """The run's iterations (a chain: its links; a baseline: its single step)."""
     best: str | None = None
@@ -349,6 +367,8 @@ def result_record(cfg: RunConfig, task: str, mode: str, budget: int, by_kind: Ma
     expert code (what a reader must know before crediting the model)."""
     by_kind = {**no_steps(), **by_kind}
     selected = [it for it in iterations if it.dir == extra.get("best")] or list(iterations[-1:])
+    if selected and selected[0].rewards is not None:
+        extra.setdefault("rewards", selected[0].rewards)
     counts = writer_counts({k: v for it in selected for k, v in (it.written_by or {}).items()})
     total = sum(counts.values())
     return RunSummary(

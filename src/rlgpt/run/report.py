@@ -29,6 +29,7 @@ import json
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,9 @@ def writers_table(summaries: Summaries) -> Table:
         total = sum(counts.values())
         expert_runs = sum(1 for _, (_, e) in known if e)
         share = f"{(counts['model'] + counts['library']) / total:.2f}" if total else "n/a"
+        rewards = Counter("+".join(s.rewards) if s.rewards else "not recorded" for s in runs)
         row = [task, v, str(len(runs)), *(str(counts[w]) for w in WRITERS), share,
+               ", ".join(f"{k} {n}" for k, n in sorted(rewards.items())),
                f"{expert_runs}/{len(known)}" + (" EXPERT CODE" if expert_runs else "")]
         if len(known) < len(runs):
             notes.append("no record of who wrote its macros: "
@@ -185,9 +188,11 @@ def writers_table(summaries: Summaries) -> Table:
             row[-1] += f" [{len(notes)}]"
         rows.append(row)
     title = ("Who wrote the kept macros of the reported policies (summed over seeds): the model in the run, "
-             "the library (the model earlier, verified) or expert code; runs that kept expert code anywhere")
-    return Table(title, ["task", "variant", "seeds", *WRITERS, "model+library share", "runs with expert"],
-                 rows, notes)
+             "the library (the model earlier, verified) or expert code; the rewards their trainings added up "
+             "(task: the task's own, plan: the progress reward on the slow agent's goals, model: the fast "
+             "agent's reward code; runs per combination); runs that kept expert code anywhere")
+    return Table(title, ["task", "variant", "seeds", *WRITERS, "model+library share", "trained on",
+                         "runs with expert"], rows, notes)
 
 
 # -- a run's result at a budget -------------------------------------------------------------------------
