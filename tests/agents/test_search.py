@@ -12,7 +12,7 @@ from typing import Any
 from crafter_helpers import chop_source, fenced
 
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.fast import CarriedMacro, FastAgent, verified_macros
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
@@ -151,3 +151,47 @@ def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:
     assert (stats.rounds, stats.sampled, stats.tried, stats.repeats) == (2, 6, 1, 5)
     assert len(choice.candidates) == 1 and choice.candidates[0].probe is not None
     assert len(choice.candidates[0].probe.calls) == 2
+
+
+def test_an_earlier_iterations_verified_macro_is_kept_without_asking_the_model() -> None:
+    backend = Scripted(lambda messages, schema, s: {1: GOOD}.get(s.seed, IDLE))
+    agent = FastAgent(LLMClient(backend), SEARCH)
+    first = agent.write_macro("collect_wood", CHOP)
+    fast = {"macros": [first.to_dict()]}
+    carried = verified_macros(fast, "iter_000")
+    assert list(carried) == ["wood"] and carried["wood"].iteration == "iter_000"
+    asked = len(backend.requests)
+    # A re-decomposition names the same goal under another name: the macro is tried first, under the new
+    # name, word for word, and kept when it reaches the goal in every probe call; the model is not asked.
+    renamed = SubAction("get_wood", "collect one wood", "code", "wood", "")
+    choice = agent.write_macro("collect_wood", renamed, carried=carried["wood"])
+    assert len(backend.requests) == asked
+    kept = choice.best
+    assert kept is choice.candidates[0] and kept.reached and kept.carried_from == "iter_000"
+    assert kept.written_by == "model" and kept.code.code.startswith(first.best.code.code.rstrip())
+    assert choice.source is not None and choice.source.name == "get_wood"
+    assert (choice.search.stopped, choice.search.won, choice.search.sampled) == ("carried", 0, 0)
+    assert choice.to_dict()["candidates"][0]["carried_from"] == "iter_000"
+
+
+def test_a_carried_macro_that_misses_the_goal_here_is_one_candidate_and_the_model_is_asked() -> None:
+    backend = Scripted(lambda messages, schema, s: {1: GOOD}.get(s.seed, IDLE))
+    agent = FastAgent(LLMClient(backend), SEARCH)
+    idle = CarriedMacro("chop_tree", IDLE_CODE, "iter_000")
+    choice = agent.write_macro("collect_wood", CHOP, carried=idle)
+    assert choice.candidates[0].carried_from == "iter_000" and not choice.candidates[0].reached
+    assert choice.search.stopped == "goal" and choice.best is choice.candidates[2]  # the model's seed 1
+    assert choice.best.carried_from is None and len(backend.requests) == 4
+
+
+def test_only_model_code_that_reached_its_goal_in_every_call_is_carried() -> None:
+    def kept(written_by, goal_rate, goal="wood", code="def a(game):\n    yield 'noop'\n"):
+        return {"subaction": "a", "best": 0, "candidates": [
+            {"code": code, "written_by": written_by, "probe": {"goal": goal, "goal_rate": goal_rate}}]}
+
+    fast = {"macros": [kept("model", 1.0), kept("library", 1.0, "stone"), kept("expert", 1.0, "coal"),
+                       kept("model", 0.5, "sapling"), kept("model", 1.0, None),
+                       kept("model", 1.0, "iron", None),
+                       {"subaction": "b", "best": None, "candidates": []},
+                       {"subaction": "c", "best": 3, "candidates": []}]}
+    assert sorted(verified_macros(fast, "iter_001")) == ["stone", "wood"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from crafter_helpers import chop_source
 from loop_helpers import (
     SMOKE,
     assert_error_line,
@@ -27,6 +28,7 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.config import build_client
+from rlgpt.llm.types import Completion
 from rlgpt.run.loop import feedback_text
 from rlgpt.run.runner import run
 
@@ -242,3 +244,53 @@ def test_a_run_dir_in_use_is_one_error_line_and_a_killed_holder_leaves_no_lock(t
     # The kernel dropped the killed holder's lock: the directory can be taken again at once.
     with rundir.locked_run_dir(run_dir, layout.RUN_LOCK):
         assert (run_dir / layout.RUN_LOCK).read_text() == f"rlgpt pid {os.getpid()}"
+
+
+class _Planner:
+    """A backend that answers the slow agent with `SECOND` and anything else with text that is no valid
+    reply (the reward, the setup and the critic degrade); it records every request."""
+
+    model_id = "scripted"
+
+    def __init__(self) -> None:
+        self.requests: list[list] = []
+
+    def complete(self, messages, schema, sampling) -> Completion:
+        self.requests.append(messages)
+        slow = schema is not None and "subactions" in json.dumps(schema)
+        return Completion(json.dumps(SECOND.to_dict()) if slow else "no", 10, 10, "stop", self.model_id)
+
+    def complete_many(self, messages, samplings) -> list[Completion]:
+        return [self.complete(messages, None, s) for s in samplings]
+
+
+def test_a_re_decomposition_keeps_the_earlier_iterations_verified_macro(tmp_path: Path) -> None:
+    """Iteration 0 kept a model-written chop macro that reached its goal (wood) in every probe call; the
+    critic sent the run back to the slow agent, whose new decomposition names the goal under another name.
+    Iteration 1's fast step tries the earlier macro first and keeps it without asking the model for it."""
+    cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=1", f"task={TASK}",
+                       "llm.replay_only=false")
+    run_dir = tmp_path / "run"
+    chop = SubAction("chop", "walk to a tree and collect wood", "code", "wood", "fixed")
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": Decomposition((chop,)).to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
+    fast["macros"] = [{"subaction": "chop", "best": 0, "written_by": "model", "candidates": [
+        {"index": 0, "code": chop_source("chop"), "written_by": "model",
+         "probe": {"goal": "wood", "goal_rate": 1.0}}]}]
+    write_step(run_dir / "iter_000" / "fast.json", fast)
+    write_step(run_dir / "iter_000" / "critic.json",
+               {"by": "critic", "target": "slow", "problems": ["x"], "suggestions": ["y"]})
+    write_step(run_dir / "iter_001" / layout.TRAINING_JSON, evaluation(1.0))  # its training: done
+    backend = _Planner()
+
+    run(cfg, backend=backend)
+
+    kept = json.loads((run_dir / "iter_001" / "fast.json").read_text())["macros"][0]
+    assert kept["subaction"] == "chop_tree" and kept["best"] == 0 and kept["written_by"] == "model"
+    assert kept["search"]["stopped"] == "carried" and kept["search"]["sampled"] == 0
+    assert kept["candidates"][0]["carried_from"] == "iter_000"
+    assert kept["candidates"][0]["code"].startswith(chop_source("chop").rstrip())
+    assert "def chop_tree(game)" in (run_dir / "iter_001" / "macros.yaml").read_text()
+    assert backend.requests  # the slow agent was asked (its reply is the new decomposition)

@@ -91,7 +91,9 @@ class MacroCandidate:
         """Whether this is the trusted goal macro (expert code)."""
         return self.written_by == "expert"
     seed: int | None = None
-    """Sampling seed of its first reply (None for the trusted goal macro)."""
+    """Sampling seed of its first reply (None for the trusted goal macro and a carried macro)."""
+    carried_from: str | None = None
+    """The iteration directory whose kept macro this is (`CarriedMacro`; None: written in this iteration)."""
 
     @property
     def reached(self) -> bool:
@@ -103,7 +105,47 @@ class MacroCandidate:
         return {"index": self.index, "code": self.code.code, "first_try": self.code.first_try,
                 "attempts": [a.to_dict() for a in self.code.attempts],
                 "probe": None if self.probe is None else self.probe.to_dict(), "revises": self.revises,
-                "written_by": self.written_by, "fallback": self.fallback, "seed": self.seed}
+                "written_by": self.written_by, "fallback": self.fallback, "seed": self.seed,
+                **({"carried_from": self.carried_from} if self.carried_from else {})}
+
+
+@dataclass(frozen=True)
+class CarriedMacro:
+    """A macro an earlier iteration of the run kept that reached its sub-action's goal in every probe call
+    (`verified_macros`): a later iteration's sub-action with the same goal tries it first (probed again where
+    that iteration's chain leaves the player) and asks the model only if it misses. A re-decomposition then
+    keeps what worked instead of sampling it again, and maybe worse."""
+
+    name: str
+    """The sub-action (and entry function) it was written for."""
+    code: str
+    """Its source as kept."""
+    iteration: str
+    """The iteration directory it was kept in."""
+
+    def source_for(self, name: str) -> str:
+        """The code as the macro `name`: as kept, plus an entry of that name calling it when the new
+        sub-action is named otherwise (the model's code stays word for word)."""
+        if name == self.name:
+            return self.code
+        return f"{self.code.rstrip()}\n\n\ndef {name}(game):\n    return (yield from {self.name}(game))\n"
+
+
+def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, CarriedMacro]:
+    """Goal -> `CarriedMacro` for each kept macro of a fast step's record (``fast.json``) written by the model
+    (in the run, or the library's) that reached its goal in every probe call."""
+    found: dict[str, CarriedMacro] = {}
+    for choice in fast.get("macros", ()):
+        best = choice.get("best")
+        candidates = choice.get("candidates") or []
+        if not isinstance(best, int) or not 0 <= best < len(candidates):
+            continue
+        kept = candidates[best]
+        probe = kept.get("probe") or {}
+        if kept.get("written_by", "model") in ("model", "library") and kept.get("code") \
+                and probe.get("goal") and probe.get("goal_rate") == 1.0:
+            found[probe["goal"]] = CarriedMacro(choice["subaction"], kept["code"], iteration)
+    return found
 
 
 @dataclass
@@ -125,10 +167,11 @@ class SearchStats:
     won: int | None = None
     """Index of the model's candidate that reached the goal in every probe call (None: none did)."""
     stopped: str = ""
-    """Why it ended: ``goal`` (a candidate won), ``fallback`` (the trusted goal macro reached the goal),
-    ``budget`` (`AgentConfig.search_budget_s` spent), ``rounds`` (every round ran), ``no_goal`` (a
-    sub-action without a goal: one round, the best probe kept) or ``llm_error`` (the model could not be
-    asked: `error`)."""
+    """Why it ended: ``carried`` (an earlier iteration's macro for the same goal reached it in every probe
+    call here too: `CarriedMacro`; no model call), ``goal`` (a candidate won), ``fallback`` (the trusted
+    goal macro reached the goal), ``budget`` (`AgentConfig.search_budget_s` spent), ``rounds`` (every
+    round ran), ``no_goal`` (a sub-action without a goal: one round, the best probe kept) or ``llm_error``
+    (the model could not be asked: `error`)."""
     error: str = ""
     """The LLM fault that ended the search (``llm_error``), else ""."""
 
@@ -507,6 +550,21 @@ class FastAgent:
             self.on_phase("fast")
         return MacroCandidate(index, result, probe, revises, seed=seed)
 
+    def _carried(self, carried: CarriedMacro, sub: SubAction,
+                 setup: tuple[CompiledMacro, ...]) -> MacroCandidate | None:
+        """`carried` as `sub`'s first candidate, compiled at the configured API level and probed after
+        `setup` (None when it no longer compiles)."""
+        code = carried.source_for(sub.name)
+        try:
+            compiled = self.compile_macro_code(sub.name, code)
+        except MacroCompileError:
+            return None
+        self.on_phase("probe")
+        probe = self.probe(compiled, sub.goal, setup)
+        self.on_phase("fast")
+        return MacroCandidate(0, CodeResult(code, compiled, [CodeAttempt("", code, ())]), probe,
+                              carried_from=carried.iteration)
+
     @staticmethod
     def _best(candidates: list[MacroCandidate]) -> MacroCandidate | None:
         """The probed candidate with the best probe score, the earliest among equals (None: none probed)."""
@@ -524,8 +582,12 @@ class FastAgent:
         return 0.0 if usage is None else usage.latency_s
 
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
-                    setup: tuple[CompiledMacro, ...] = ()) -> MacroChoice:
+                    setup: tuple[CompiledMacro, ...] = (),
+                    carried: CarriedMacro | None = None) -> MacroChoice:
         """Search for `sub`'s macro (probed after `setup`, the kept macros before it) and keep the best.
+
+        A `carried` macro (an earlier iteration's for the same goal) is compiled and probed first; when it
+        reaches the goal in every probe call it is kept and the model is not asked.
 
         Round 0 samples `AgentConfig.samples` replies from distinct seeds, decoded together
         (`LLMClient.chat_many`); they are tried in order (compiled, compile errors repaired, probed), and
@@ -554,6 +616,14 @@ class FastAgent:
         def give_up() -> bool:
             return out_of_time() or self._fallback_settles(choice, setup)
 
+        if carried is not None and sub.goal:
+            earlier = self._carried(carried, sub, setup)
+            if earlier is not None:
+                choice.candidates.append(earlier)
+                self._select(choice)
+                if earlier.reached:
+                    stats.won, stats.stopped = earlier.index, "carried"
+                    return choice
         messages, revises = self.macro_messages(task, sub, feedback), None
         stats.stopped = "rounds"
         for round_ in range(1 + cfg.probe_repair_retries):
@@ -747,10 +817,13 @@ class FastAgent:
     # -- everything --------------------------------------------------------------------------------
 
     def run(self, task: str, decomposition: Decomposition, feedback: str = "none",
-            notes: Mapping[str, str] | None = None) -> FastResult:
+            notes: Mapping[str, str] | None = None,
+            carried: Mapping[str, CarriedMacro] | None = None) -> FastResult:
         """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
         `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
-        sub-action's prompt carries it word for word (`note_feedback`).
+        sub-action's prompt carries it word for word (`note_feedback`). `carried` maps a goal to an earlier
+        iteration's verified macro (`verified_macros`): tried first for a sub-action with that goal, unless
+        the critic's notes name the sub-action (it asked for a change).
 
         The reply's macros are the kept macros whose probe reached their goal at least once (a good macro
         is not dropped because a small model left it out of the setup's list), and those of sub-actions
@@ -767,7 +840,8 @@ class FastAgent:
             # Each sub-action is probed where the coded ones before it leave the player (an "rl" one in
             # between is skipped: nothing plays it before training).
             note = (notes or {}).get(sub.name, "")
-            choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup)
+            earlier = None if note else (carried or {}).get(sub.goal)
+            choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup, earlier)
             choices.append(choice)
             if choice.best is not None:
                 setup = (*setup, choice.best.code.compiled)

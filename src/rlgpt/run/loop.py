@@ -29,7 +29,7 @@ import yaml
 
 from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import FastAgent, fast_diagnostics
+from rlgpt.agents.fast import CarriedMacro, FastAgent, fast_diagnostics, verified_macros
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent
@@ -217,6 +217,10 @@ class Loop:
             return steps - (self.ledger.used - charged(start))
 
         iterations: list[IterationRecord] = []
+        # Goal -> the latest iteration's model-written macro that reached it in every probe call: later
+        # iterations try it first (a re-decomposition keeps what worked). Rebuilt from each fast.json, so a
+        # resumed run carries the same macros.
+        carried: dict[str, CarriedMacro] = {}
         slow_feedback = "none"
         index = 0
         done = False
@@ -235,7 +239,8 @@ class Loop:
 
                 self.progress.phase("fast", index, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
-                            fast_feedback, fast_notes)
+                            fast_feedback, fast_notes, dict(carried))
+                carried.update(verified_macros(fast, it_dir.name))
                 reply = FastReply.from_dict(fast["reply"])
                 self.progress.code(kept_writers(fast))
                 for kind, n in fast.get("steps_by_kind", {}).items():  # probes and reward dry runs
@@ -311,11 +316,12 @@ class Loop:
         return record
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
-                  feedback: str, notes: dict[str, str] | None = None) -> dict[str, Any]:
+                  feedback: str, notes: dict[str, str] | None = None,
+                  carried: Mapping[str, CarriedMacro] | None = None) -> dict[str, Any]:
         """Macros, reward and setup (compile-and-repair and probes happen inside `FastAgent.run`; `notes`: the
-        critic's change for the sub-action it named); the kept code also goes to readable files beside
-        ``fast.json``."""
-        result = self.agents.fast.run(task, decomposition, feedback, notes)
+        critic's change for the sub-action it named; `carried`: earlier iterations' verified macros by goal);
+        the kept code also goes to readable files beside ``fast.json``."""
+        result = self.agents.fast.run(task, decomposition, feedback, notes, carried)
         reply = result.reply
         it_dir.mkdir(parents=True, exist_ok=True)
         if reply.macros:
