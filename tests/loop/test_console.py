@@ -150,3 +150,32 @@ def test_kill_stops_a_run_like_ctrl_c_and_its_training_keeps_a_checkpoint(tmp_pa
     err = log.read_text()
     assert "rlgpt: interrupted; re-run the same command to resume" in err and "Traceback" not in err
     assert list((run_dir / "ppo" / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))
+
+
+@pytest.mark.slow
+def test_kill_stops_a_sweep_and_its_running_cell_and_no_queued_cell_starts(tmp_path: Path) -> None:
+    # A sweep's cells used to run in a pool thread: the signal stopped only the wait for them, the running
+    # cell trained on, and the pool's exit then ran every queued cell.
+    from loop_helpers import wait_for
+
+    from rlgpt.tracking import spent_steps
+
+    out, log = tmp_path / "sweep", tmp_path / "stderr.txt"
+    argv = [sys.executable, "-m", "rlgpt.cli", "sweep", "--tasks", "collect_wood", "--modes", "ppo",
+            "--seeds", "0,1", "--out", str(out), "--config", SMOKE, "--steps", "50000000",
+            "--set", "train.save_every_sec=3600"]
+    first = out / "collect_wood-ppo-s0" / "ppo" / "train"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+        try:
+            wait_for(lambda: (first / "metrics.csv").is_file() and spent_steps(first / "metrics.csv") > 0,
+                     "training steps", proc)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=600) == 130
+        finally:
+            proc.kill()
+    err = log.read_text()
+    assert "rlgpt: interrupted; re-run the same command to resume" in err and "Traceback" not in err
+    assert list((first / "checkpoint_p0").glob("checkpoint_*.pth"))
+    assert not (out / "collect_wood-ppo-s1").exists()

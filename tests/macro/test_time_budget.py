@@ -3,13 +3,20 @@ takes nearly all of the step time is switched off with a ``disabled`` diagnostic
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 
 from rlgpt.envs.crafter import CrafterEnv
+from rlgpt.envs.engine import CompiledBatch
+from rlgpt.envs.tasks import TaskSpec
+from rlgpt.macro.api import GameAPI
 from rlgpt.macro.budget import TimeBudget
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.reward import DenseRewardWrapper
 from rlgpt.macro.runtime import MacroActionWrapper
+from rlgpt.rl.sf_batch import BatchTaskEnv
 
 SLOW_STEP = "for _ in range(10):\n        x = list(range(99999))"
 """Legal per step (15,600 fuel, well under max_seconds), ~10 ms: about 200x a Crafter step."""
@@ -97,3 +104,40 @@ def test_ordinary_code_is_not_disabled() -> None:
         assert 0 < info["episode_extra_stats"]["macro/wood/code_seconds"] <= env.budgets["wood"].code_seconds
     assert env.budgets["wood"].calls > 3 and env.budgets["wood"].disabled is None
     assert base.budget.disabled is None and base.budget.calls > 300
+
+
+LOOK = MacroSource("look", "def look(game):\n    for _ in range(4):\n        game.nearest('tree')\n"
+                           "        yield 'noop'\n")
+"""Cheap code: one tile query per step."""
+
+
+@pytest.fixture
+def descheduled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tile query waits 5 ms off the CPU, as code does on a loaded machine while other processes run:
+    a wall clock charges those seconds to the code (about 25x a batch step, 50x a Crafter step)."""
+    original = GameAPI.nearest
+
+    def nearest(self: GameAPI, kind: str):
+        time.sleep(0.005)
+        return original(self, kind)
+
+    monkeypatch.setattr(GameAPI, "nearest", nearest)
+
+
+def test_time_off_the_cpu_is_not_charged_to_a_macro_on_the_per_env_path(descheduled: None) -> None:
+    env = MacroActionWrapper(CrafterEnv(length=None), [LOOK], max_macro_steps=4, seed=0,
+                             max_time_share=0.5, budget_grace_seconds=0.05)
+    env.reset(seed=0)
+    outcomes = [env.step(env.n_primitive)[4]["macro"]["outcome"] for _ in range(30)]  # 0.6 s asleep
+    assert env.budgets["look"].disabled is None and "disabled" not in outcomes, outcomes
+
+
+def test_time_off_the_cpu_is_not_charged_to_a_macro_on_the_batch_backend(descheduled: None) -> None:
+    env = BatchTaskEnv(CompiledBatch(2), TaskSpec.from_name("collect_diamond"), run_seed=0, macros=[LOOK],
+                       max_time_share=0.5, budget_grace_seconds=0.05)
+    env.reset(seed=0)
+    look = np.full(2, env.macros.n_primitive)
+    for _ in range(15):  # 2 games x 15 calls x 4 steps: 0.6 s asleep
+        env.step(look)
+    assert env.macros.budgets["look"].disabled is None
+    assert env.macros.budgets["look"].calls == 30

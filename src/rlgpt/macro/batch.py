@@ -20,7 +20,6 @@ runs therefore counts as `BATCH_STEP_SECONDS`, what a primitive step of a batch-
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -28,7 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroLimits, TimeBudget
+from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroLimits, TimeBudget, cpu_seconds
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.runtime import MacroCall, MacroStats
@@ -133,10 +132,10 @@ class BatchMacros:
         for e, m in chosen:
             if marker is not None:
                 marker.rename(self._encoded[m])  # starting a call runs the macro's module code
-            start = time.perf_counter()
+            start = cpu_seconds()
             call = MacroCall(self.compiled[m], self.games[e], self.gamma, self.max_macro_steps,
                              self.budgets[self.names[m]].disabled)
-            code[e] += time.perf_counter() - start
+            code[e] += cpu_seconds() - start
             calls.append((e, m, call))
         active = calls
         slot = np.zeros(n, np.int64)
@@ -146,9 +145,9 @@ class BatchMacros:
             for e, m, call in active:
                 if marker is not None:
                     marker.rename(self._encoded[m])
-                start = time.perf_counter()
+                start = cpu_seconds()
                 action = call.next_action()
-                code[e] += time.perf_counter() - start
+                code[e] += cpu_seconds() - start
                 if action is not None:
                     step_actions[e] = action
                     stepping[e] = True

@@ -11,9 +11,10 @@ and integer built. Exhausting any of them fails the invocation with a `MacroAbor
 The sandbox bounds one call (`MacroLimits.max_seconds`), but code that always stays just under that bound
 would slow training down 100x without a single failure. A `TimeBudget` keeps, per macro or reward, the
 seconds its own code took and the seconds of the steps it ran in (its code plus the game's steps), in
-total and for the current episode. Once the code has used `grace_seconds` and its share of that time is
-above `max_share`, it is disabled for the rest of the process with a ``disabled`` diagnostic, which the
-caller records where the critic reads failures (``macro/<name>/fail_disabled``, the reward's diagnostics).
+total and for the current episode, in CPU seconds of the thread that runs them (`cpu_seconds`). Once the
+code has used `grace_seconds` and its share of that time is above `max_share`, it is disabled for the rest
+of the process with a ``disabled`` diagnostic, which the caller records where the critic reads failures
+(``macro/<name>/fail_disabled``, the reward's diagnostics).
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ from typing import Any, NoReturn
 
 from rlgpt.macro.diagnostics import Diagnostic, frame_position, source_line
 from rlgpt.macro.quiet_loops import explain_fuel
+
+
+def cpu_seconds() -> float:
+    """The clock every `TimeBudget` is charged by: this thread's CPU seconds.
+
+    Wall-clock time also counts the seconds other processes held the CPU, and on a loaded machine it
+    charged generated code for them: the batch backend counts a game step as a fixed `BATCH_STEP_SECONDS`
+    (`rlgpt.macro.batch`), so a macro's share rose with the load alone. Measured on make_stone_pickaxe with
+    two runs sharing the 2 cores: the model's working make_wood_pickaxe and make_stone_pickaxe macros were
+    switched off in training (every call ``fail_disabled``) and validation success fell to 0.00-0.10, while
+    the same macros and seeds on a quiet box trained to 0.70-0.95."""
+    return time.thread_time()
+
 
 DEFAULT_MAX_SHARE = 0.9
 """Default `TimeBudget.max_share` (`rlgpt.config.MacroConfig.max_time_share`)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +22,14 @@ import gymnasium
 import numpy as np
 
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroAbort, MacroLimits, TimeBudget
+from rlgpt.macro.budget import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_MAX_SHARE,
+    MacroAbort,
+    MacroLimits,
+    TimeBudget,
+    cpu_seconds,
+)
 from rlgpt.macro.compiler import CompiledFunction, compile_function
 from rlgpt.macro.diagnostics import Diagnostic, describe_exception, describe_value, locate, make_diagnostic
 from rlgpt.macro.runtime import find_crafter
@@ -187,9 +193,9 @@ class DenseReward:
         """What the step ``prev -> game`` adds, given what the episode's steps added so far and the seconds
         the game took for the step; returns ``(added, the new episode total, diagnostic or None)``."""
         if self.budget.disabled is None:
-            start = time.perf_counter()
+            start = cpu_seconds()
             value, diagnostic = self.reward_fn(game, prev)
-            code = time.perf_counter() - start
+            code = cpu_seconds() - start
             diagnostic = self.budget.charge(code, code + step_seconds) or diagnostic
         else:
             value, diagnostic = 0.0, None  # switched off: its diagnostic was recorded when it happened
@@ -256,9 +262,9 @@ class DenseRewardWrapper(gymnasium.Wrapper):
         """One primitive step plus its dense reward."""
         if self._prev is None:
             raise RuntimeError("DenseRewardWrapper.step called before reset()")
-        start = time.perf_counter()
+        start = cpu_seconds()
         obs, reward, terminated, truncated, info = self.env.step(action)
-        game_seconds = time.perf_counter() - start
+        game_seconds = cpu_seconds() - start
         added, self.episode_total, diagnostic = self.shaping.step(self.game, self._prev, self.episode_total,
                                                                  game_seconds)
         self._prev = GameSnapshot.of(self.game)

@@ -10,7 +10,6 @@ macro code escapes: every failure becomes a `Diagnostic`.
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,14 @@ import crafter
 import gymnasium
 
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
-from rlgpt.macro.budget import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SHARE, MacroAbort, MacroLimits, TimeBudget
+from rlgpt.macro.budget import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_MAX_SHARE,
+    MacroAbort,
+    MacroLimits,
+    TimeBudget,
+    cpu_seconds,
+)
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.diagnostics import (
     RUNTIME_FAILURE_KINDS,
@@ -339,9 +345,9 @@ class _StepClock(gymnasium.Wrapper):
         self.seconds = 0.0
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        start = time.perf_counter()
+        start = cpu_seconds()
         out = self.env.step(action)
-        self.seconds += time.perf_counter() - start
+        self.seconds += cpu_seconds() - start
         return out
 
 
@@ -421,9 +427,9 @@ class MacroActionWrapper(gymnasium.Wrapper):
                 result = run_macro(self.env, macro, self.game, self.gamma, 1, disabled=budget.disabled)
             else:
                 clock = self._clock
-                game_seconds, start = clock.seconds, time.perf_counter()
+                game_seconds, start = clock.seconds, cpu_seconds()
                 result = run_macro(clock, macro, self.game, self.gamma, self.max_macro_steps)
-                total = time.perf_counter() - start
+                total = cpu_seconds() - start
                 disabled = budget.charge(total - (clock.seconds - game_seconds), total)
                 if disabled is not None:
                     self.diagnostics.append((macro.name, disabled))

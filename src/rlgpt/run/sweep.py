@@ -96,9 +96,22 @@ def run_sweep(out: str | Path, matrix: Sequence[Cell], make_config: Callable[[Ce
                 states[cell] = {"state": "failed", "error": f"{type(exc).__name__}: {exc}"}
             _write_state(out, matrix, states, None)
 
-        with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="cell") as pool:
-            for future in [pool.submit(run_cell, cell) for cell in todo]:
-                future.result()
+        if parallel <= 1:
+            # In this thread: Ctrl-C or SIGTERM (`rlgpt.procs.Terminated`) stops the running cell the way
+            # it stops `rlgpt run` (its training checkpoints), and the same command resumes. Waiting on a
+            # pool's future instead left the cell running in its thread, and the pool's exit waited for
+            # every cell still queued: a stopped sweep went on for hours.
+            for cell in todo:
+                run_cell(cell)
+        else:
+            pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="cell")
+            try:
+                for future in [pool.submit(run_cell, cell) for cell in todo]:
+                    future.result()
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)  # no queued cell starts; running ones end
+                raise
+            pool.shutdown()
 
         done = [out / c.name for c in matrix if states[c]["state"] == "done"]
         report = None
