@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -47,6 +48,10 @@ class TrainResult:
     """Wall time of this session."""
     success: float | None
     """Mean rollout success over the last episodes (None if no episode finished)."""
+    disabled: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Macro -> its calls per episode, over the last episodes, that found it switched off by its time
+    budget (`rlgpt.macro.budget.TimeBudget`); only macros with some. The evaluation after training runs in a
+    fresh process where no macro is off yet, so only this says what the policy trained without."""
 
 
 @contextlib.contextmanager
@@ -200,10 +205,13 @@ def train(
         steps = observer.steps(runner)
         success = observer.mean(runner, "rollout/success")
         progress.update(steps, observer.fps, success, force=True)
+        disabled = {key.split("/")[1]: value for key in list(runner.policy_avg_stats)
+                    if key.startswith("macro/") and key.endswith("/fail_disabled")
+                    and (value := observer.mean(runner, key))}
     finally:
         placement.close()
         signal.signal(signal.SIGTERM, previous_sigterm)
         progress.close()
         metrics.close()
         clear_markers(run_dir)
-    return TrainResult(run_dir, int(status), steps, time.time() - t0, success)
+    return TrainResult(run_dir, int(status), steps, time.time() - t0, success, disabled)

@@ -287,13 +287,17 @@ def run_job(job: TrainJob) -> JobResult:
                              error=f"Sample Factory status {result.status}; see {run_dir / layout.SF_LOG}",
                              extra={"status": int(result.status)})
         trained = {"steps": job.config.steps, "env_steps": result.env_steps}
+        if result.disabled:
+            trained["disabled_in_training"] = {k: round(v, 3) for k, v in result.disabled.items()}
         rundir.write_json(run_dir / layout.TRAINED_JSON, trained)
         plot_learning_curves(run_dir)
     cap_evaluation_memory(job)
     report = evaluate(run_dir, episodes=job.eval_episodes, episode_length=job.eval_episode_length,
                       seed=job.episodes_seed(), split=job.eval_split, write=job.eval_split == "validation")
-    return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0,
-                     dataclasses.asdict(report))
+    found = dataclasses.asdict(report)
+    if trained.get("disabled_in_training"):  # beside the evaluation that could not see it (`TrainResult`)
+        found["disabled_in_training"] = trained["disabled_in_training"]
+    return JobResult(str(run_dir), True, int(trained["env_steps"]), time.time() - t0, found)
 
 
 def cap_evaluation_memory(job: TrainJob) -> int | None:

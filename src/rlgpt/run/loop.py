@@ -84,6 +84,15 @@ def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
     return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
 
 
+def disabled_diagnostics(disabled: Any) -> list[str]:
+    """The critic's line for each macro switched off in training (`rlgpt.rl.train.TrainResult.disabled`)."""
+    if not isinstance(disabled, Mapping):
+        return []
+    return [f"macro {name} was switched off in training: its code took most of its steps' CPU time "
+            f"({calls:.1f} calls per episode found it off); do less work per step"
+            for name, calls in disabled.items() if isinstance(calls, int | float)]
+
+
 def recorded_rewards(it_dir: Path) -> list[str] | None:
     """What the iteration's training reward added up (`rlgpt.run.records.REWARDS`), read from its
     ``train_job.json`` (None when it has none)."""
@@ -400,6 +409,7 @@ class Loop:
         diagnostics = fast_diagnostics(fast)
         if evaluation.error:
             diagnostics.append(f"training failed: {evaluation.error}")
+        diagnostics.extend(disabled_diagnostics((evaluation.report or {}).get("disabled_in_training")))
         args = (task, index + 1, decomposition, probes, evaluation.report, diagnostics)
         # A reply that never validates is a "fast" decision carrying the error (the run goes on).
         feedback, error = self.agents.critic.review_or_fallback(*args)
