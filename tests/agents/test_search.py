@@ -12,7 +12,7 @@ from typing import Any
 from crafter_helpers import chop_source, fenced
 
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import CarriedMacro, FastAgent, verified_macros
+from rlgpt.agents.fast import CarriedMacro, FastAgent, carry, verified_macros
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
@@ -184,14 +184,29 @@ def test_a_carried_macro_that_misses_the_goal_here_is_one_candidate_and_the_mode
     assert choice.best.carried_from is None and len(backend.requests) == 4
 
 
-def test_only_model_code_that_reached_its_goal_in_every_call_is_carried() -> None:
+def test_model_code_that_reached_its_goal_is_carried_the_best_rate_per_goal() -> None:
     def kept(written_by, goal_rate, goal="wood", code="def a(game):\n    yield 'noop'\n"):
         return {"subaction": "a", "best": 0, "candidates": [
             {"code": code, "written_by": written_by, "probe": {"goal": goal, "goal_rate": goal_rate}}]}
 
     fast = {"macros": [kept("model", 1.0), kept("library", 1.0, "stone"), kept("expert", 1.0, "coal"),
-                       kept("model", 0.5, "sapling"), kept("model", 1.0, None),
-                       kept("model", 1.0, "iron", None),
+                       kept("model", 0.5, "sapling"), kept("model", 0.0, "drink"), kept("model", 1.0, None),
+                       kept("model", 1.0, "iron", None), kept("model", "1", "diamond"),
                        {"subaction": "b", "best": None, "candidates": []},
                        {"subaction": "c", "best": 3, "candidates": []}]}
-    assert sorted(verified_macros(fast, "iter_001")) == ["stone", "wood"]
+    found = verified_macros(fast, "iter_001")
+    assert sorted(found) == ["sapling", "stone", "wood"] and found["sapling"].goal_rate == 0.5
+    carried = {"sapling": CarriedMacro("s", "x", "iter_000", 0.75),
+               "wood": CarriedMacro("w", "x", "iter_000")}
+    carry(carried, found)
+    assert {g: m.iteration for g, m in carried.items()} == {
+        "sapling": "iter_000", "wood": "iter_001", "stone": "iter_001"}  # higher rate kept; ties: the later
+
+
+def test_a_sub_action_the_critic_named_is_searched_though_its_carried_macro_reaches_the_goal() -> None:
+    backend = Scripted(lambda messages, schema, s: IDLE)
+    agent = FastAgent(LLMClient(backend), SEARCH)
+    good = CarriedMacro("chop_tree", chop_source("chop_tree"), "iter_000")
+    choice = agent.write_macro("collect_wood", CHOP, carried=good, search_anyway=True)
+    assert choice.search.sampled > 0 and choice.search.stopped == "rounds"
+    assert choice.best is choice.candidates[0] and choice.best.carried_from == "iter_000"  # nothing beat it

@@ -294,3 +294,45 @@ def test_a_re_decomposition_keeps_the_earlier_iterations_verified_macro(tmp_path
     assert kept["candidates"][0]["code"].startswith(chop_source("chop").rstrip())
     assert "def chop_tree(game)" in (run_dir / "iter_001" / "macros.yaml").read_text()
     assert backend.requests  # the slow agent was asked (its reply is the new decomposition)
+
+
+def test_a_slow_verdict_on_a_plan_whose_macros_all_work_keeps_the_decomposition(tmp_path: Path) -> None:
+    """The critic asks the slow agent for a new decomposition although every coded sub-action's macro reached
+    its goal and the plan covers the task: the verdict becomes "fast" (recorded as overruled), the next
+    iteration keeps the decomposition and its fast step keeps the macro without asking the model."""
+    from rlgpt.run.loop import workable_plan
+
+    cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=2", f"task={TASK}",
+                       "llm.replay_only=false")
+    run_dir = tmp_path / "run"
+    chop = SubAction("chop", "walk to a tree and collect wood", "code", "wood", "fixed")
+    plan = Decomposition((chop,))
+    write_step(run_dir / "iter_000" / "slow.json",
+               {"new": True, "feedback": "none", "decomposition": plan.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
+    fast["macros"] = [{"subaction": "chop", "best": 0, "written_by": "model", "candidates": [
+        {"index": 0, "code": chop_source("chop"), "written_by": "model",
+         "probe": {"goal": "wood", "goal_rate": 0.5}}]}]
+    write_step(run_dir / "iter_000" / "fast.json", fast)
+    assert "decomposition is kept" in workable_plan(TASK, plan, fast)
+    assert workable_plan("make_wood_pickaxe", plan, fast) == ""  # the plan does not cover that task
+    assert workable_plan(TASK, plan, {"macros": []}) == ""  # no macro reached the goal
+    write_step(run_dir / "iter_001" / layout.TRAINING_JSON, evaluation(1.0))  # ends the run at threshold
+
+    class SlowCritic(_Planner):
+        def complete(self, messages, schema, sampling) -> Completion:
+            if schema is not None and "target" in json.dumps(schema):
+                self.requests.append(messages)
+                verdict = {**DONE, "target": "slow", "problems": ["x"], "suggestions": ["y"]}
+                return Completion(json.dumps(verdict), 10, 10, "stop", self.model_id)
+            return super().complete(messages, schema, sampling)
+
+    run(cfg, backend=SlowCritic())
+
+    critic = json.loads((run_dir / "iter_000" / "critic.json").read_text())
+    assert critic["target"] == "fast" and critic["overruled"].startswith("slow: every coded sub-action")
+    again = json.loads((run_dir / "iter_001" / "slow.json").read_text())
+    assert again["new"] is False and Decomposition.from_dict(again["decomposition"]) == plan
+    kept = json.loads((run_dir / "iter_001" / "fast.json").read_text())["macros"][0]
+    assert kept["candidates"][0]["carried_from"] == "iter_000" and kept["best"] == 0

@@ -111,9 +111,10 @@ class MacroCandidate:
 
 @dataclass(frozen=True)
 class CarriedMacro:
-    """A macro an earlier iteration of the run kept that reached its sub-action's goal in every probe call
+    """A macro an earlier iteration of the run kept that reached its sub-action's goal in a probe call
     (`verified_macros`): a later iteration's sub-action with the same goal tries it first (probed again where
-    that iteration's chain leaves the player) and asks the model only if it misses. A re-decomposition then
+    that iteration's chain leaves the player) and asks the model only if it misses the goal in some call;
+    then it stays the first candidate, which a new one must beat. A re-decomposition or a new search thus
     keeps what worked instead of sampling it again, and maybe worse."""
 
     name: str
@@ -122,6 +123,8 @@ class CarriedMacro:
     """Its source as kept."""
     iteration: str
     """The iteration directory it was kept in."""
+    goal_rate: float = 1.0
+    """Its probe goal rate there."""
 
     def source_for(self, name: str) -> str:
         """The code as the macro `name`: as kept, plus an entry of that name calling it when the new
@@ -133,7 +136,7 @@ class CarriedMacro:
 
 def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, CarriedMacro]:
     """Goal -> `CarriedMacro` for each kept macro of a fast step's record (``fast.json``) written by the model
-    (in the run, or the library's) that reached its goal in every probe call."""
+    (in the run, or the library's) that reached its goal in some probe call."""
     found: dict[str, CarriedMacro] = {}
     for choice in fast.get("macros", ()):
         best = choice.get("best")
@@ -142,10 +145,19 @@ def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, Carrie
             continue
         kept = candidates[best]
         probe = kept.get("probe") or {}
+        rate = probe.get("goal_rate")
         if kept.get("written_by", "model") in ("model", "library") and kept.get("code") \
-                and probe.get("goal") and probe.get("goal_rate") == 1.0:
-            found[probe["goal"]] = CarriedMacro(choice["subaction"], kept["code"], iteration)
+                and probe.get("goal") and isinstance(rate, int | float) and rate > 0:
+            found[probe["goal"]] = CarriedMacro(choice["subaction"], kept["code"], iteration, float(rate))
     return found
+
+
+def carry(carried: dict[str, CarriedMacro], found: Mapping[str, CarriedMacro]) -> None:
+    """Add an iteration's `verified_macros` to the run's `carried`, per goal keeping the higher goal rate
+    (the later iteration's on a tie)."""
+    for goal, macro in found.items():
+        if goal not in carried or macro.goal_rate >= carried[goal].goal_rate:
+            carried[goal] = macro
 
 
 @dataclass
@@ -583,11 +595,12 @@ class FastAgent:
 
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = (),
-                    carried: CarriedMacro | None = None) -> MacroChoice:
+                    carried: CarriedMacro | None = None, search_anyway: bool = False) -> MacroChoice:
         """Search for `sub`'s macro (probed after `setup`, the kept macros before it) and keep the best.
 
         A `carried` macro (an earlier iteration's for the same goal) is compiled and probed first; when it
-        reaches the goal in every probe call it is kept and the model is not asked.
+        reaches the goal in every probe call it is kept and the model is not asked (unless `search_anyway`:
+        the critic asked for a change). Otherwise it is candidate 0, kept unless a sample probes better.
 
         Round 0 samples `AgentConfig.samples` replies from distinct seeds, decoded together
         (`LLMClient.chat_many`); they are tried in order (compiled, compile errors repaired, probed), and
@@ -621,7 +634,7 @@ class FastAgent:
             if earlier is not None:
                 choice.candidates.append(earlier)
                 self._select(choice)
-                if earlier.reached:
+                if earlier.reached and not search_anyway:
                     stats.won, stats.stopped = earlier.index, "carried"
                     return choice
         messages, revises = self.macro_messages(task, sub, feedback), None
@@ -822,8 +835,8 @@ class FastAgent:
         """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
         `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
         sub-action's prompt carries it word for word (`note_feedback`). `carried` maps a goal to an earlier
-        iteration's verified macro (`verified_macros`): tried first for a sub-action with that goal, unless
-        the critic's notes name the sub-action (it asked for a change).
+        iteration's macro that reached it (`verified_macros`): tried first for a sub-action with that goal;
+        a sub-action the critic's notes name is searched even when it reaches the goal again.
 
         The reply's macros are the kept macros whose probe reached their goal at least once (a good macro
         is not dropped because a small model left it out of the setup's list), and those of sub-actions
@@ -840,8 +853,8 @@ class FastAgent:
             # Each sub-action is probed where the coded ones before it leave the player (an "rl" one in
             # between is skipped: nothing plays it before training).
             note = (notes or {}).get(sub.name, "")
-            earlier = None if note else (carried or {}).get(sub.goal)
-            choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup, earlier)
+            choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup,
+                                      (carried or {}).get(sub.goal), search_anyway=bool(note))
             choices.append(choice)
             if choice.best is not None:
                 setup = (*setup, choice.best.code.compiled)

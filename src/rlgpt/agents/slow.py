@@ -184,7 +184,7 @@ def _repair_goal(goal: str, valid: tuple[str, ...]) -> str | None:
     return None
 
 
-def _covers(goal: Any, target: str) -> bool:
+def goal_covers(goal: Any, target: str) -> bool:
     """Whether a sub-action's `goal` rising unlocks achievement `target`: the achievement itself, or the
     item a collect_/make_ achievement gives ("wood" for collect_wood)."""
     kind, _, item = target.partition("_")
@@ -224,7 +224,7 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             notes.append(f"{name}: goal {goal!r} -> {name!r} (the sub-action is named after an achievement)")
             sub["goal"] = name
             given = _repair_goal(goal, valid) if isinstance(goal, str) and goal.strip() else None
-            if given is not None and not _covers(given, name):
+            if given is not None and not goal_covers(given, name):
                 # Its goal was another step's (the small model shifts goals and descriptions along the
                 # chain: make_stone_pickaxe "face a grass tile and place_stone"): so is its description.
                 sub["description"] = _recipe_subaction(name, "", env_doc)["description"]
@@ -237,11 +237,12 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
     targets = [t for t in task_targets(task) if t in constants.achievements]
     if start is not None:
         redo = set(start.unlocked) - set(remaining_chain(targets, start.unlocked, dict(start.inventory)))
-        for sub in [s for s in subs if isinstance(s, dict) and any(_covers(s.get("goal"), a) for a in redo)]:
+        for sub in [s for s in subs
+                    if isinstance(s, dict) and any(goal_covers(s.get("goal"), a) for a in redo)]:
             subs.remove(sub)
             notes.append(f"{sub.get('name')}: dropped, its goal {sub.get('goal')!r} is unlocked at the start")
-    firsts = [next((i for i, s in enumerate(subs) if isinstance(s, dict) and _covers(s.get("goal"), t)), None)
-              for t in targets]
+    firsts = [next((i for i, s in enumerate(subs)
+                    if isinstance(s, dict) and goal_covers(s.get("goal"), t)), None) for t in targets]
     if targets and None not in firsts:
         for sub in subs[max(firsts) + 1:]:
             name = sub.get("name") if isinstance(sub, dict) else sub
@@ -251,7 +252,7 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
     goals = {s.get("goal") for s in subs if isinstance(s, dict)}
     names = {s.get("name") for s in subs if isinstance(s, dict)}
     for target in targets:
-        if any(_covers(goal, target) for goal in goals):
+        if any(goal_covers(goal, target) for goal in goals):
             continue
         if target in names:  # cannot happen (a sub-action named after it got it as goal above); kept unique
             continue

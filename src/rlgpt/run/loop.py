@@ -29,10 +29,10 @@ import yaml
 
 from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import CarriedMacro, FastAgent, fast_diagnostics, verified_macros
+from rlgpt.agents.fast import CarriedMacro, FastAgent, carry, fast_diagnostics, verified_macros
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
-from rlgpt.agents.slow import SlowAgent
+from rlgpt.agents.slow import SlowAgent, goal_covers
 from rlgpt.config import ConfigError, RunConfig, candidate_seed
 from rlgpt.envs.crafter import GameState
 from rlgpt.envs.tasks import TaskSpec
@@ -82,6 +82,30 @@ def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
     if spec.benchmark:
         return ()
     return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
+
+
+def workable_plan(task: str, decomposition: Decomposition, fast: Mapping[str, Any]) -> str:
+    """Why `decomposition` is kept although the critic asked the slow agent for a new one ("" when it is
+    not): its goals cover every achievement of the task, and every coded sub-action's kept macro reached
+    its goal in a probe call. Then the code works and what is missing is the policy's: in recorded runs
+    the 1.5B critic's "slow" verdicts on such plans carried garbled changes, and each new decomposition
+    dropped a working link (make_stone_pickaxe: get_stone replaced by place_stone, get_wood dropped)."""
+    subactions = decomposition.subactions
+    targets = TaskSpec.from_name(task).targets
+    if not subactions or not all(any(goal_covers(s.goal, t) for s in subactions) for t in targets):
+        return ""
+    reached = set()
+    for choice in fast.get("macros", ()):
+        best, candidates = choice.get("best"), choice.get("candidates") or []
+        if isinstance(best, int) and 0 <= best < len(candidates):
+            probe = candidates[best].get("probe") or {}
+            if isinstance(probe.get("goal_rate"), int | float) and probe["goal_rate"] > 0:
+                reached.add(probe.get("goal"))
+    coded = [s for s in subactions if s.how == "code"]
+    if not coded or any(s.goal not in reached for s in coded):
+        return ""
+    return (f"every coded sub-action's macro reached its goal in a probe call ({len(coded)} of {len(coded)}) "
+            f"and its goals cover the task; the decomposition is kept")
 
 
 def disabled_diagnostics(disabled: Any) -> list[str]:
@@ -226,9 +250,9 @@ class Loop:
             return steps - (self.ledger.used - charged(start))
 
         iterations: list[IterationRecord] = []
-        # Goal -> the latest iteration's model-written macro that reached it in every probe call: later
-        # iterations try it first (a re-decomposition keeps what worked). Rebuilt from each fast.json, so a
-        # resumed run carries the same macros.
+        # Goal -> the model-written macro that reached it in the most probe calls so far: later iterations try
+        # it first (a re-decomposition keeps what worked). Rebuilt from each fast.json, so a resumed run
+        # carries the same macros.
         carried: dict[str, CarriedMacro] = {}
         slow_feedback = "none"
         index = 0
@@ -249,7 +273,7 @@ class Loop:
                 self.progress.phase("fast", index, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
                             fast_feedback, fast_notes, dict(carried))
-                carried.update(verified_macros(fast, it_dir.name))
+                carry(carried, verified_macros(fast, it_dir.name))
                 reply = FastReply.from_dict(fast["reply"])
                 self.progress.code(kept_writers(fast))
                 for kind, n in fast.get("steps_by_kind", {}).items():  # probes and reward dry runs
@@ -417,6 +441,8 @@ class Loop:
                   "prompt": recorded_prompt(self.agents.critic.messages, *args)}
         if error:
             record.update(fallback="fast", error=error)
+        if record["target"] == "slow" and (why := workable_plan(task, decomposition, fast)):
+            record.update(target="fast", overruled=f"slow: {why}")
         return record
 
     # -- the planner: long-horizon tasks as a chain of skills -------------------------------------------
