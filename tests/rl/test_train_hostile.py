@@ -3,13 +3,16 @@ C, a macro that takes nearly all the step time and a reward that returns an int 
 The training finishes; each shows up where the critic reads it (``macro/<name>/fail_*``)."""
 
 import json
+import os
+import resource
+import subprocess
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlgpt import layout
 from rlgpt.config import EnvSetup, builtin_config_path, load_config
 from rlgpt.rl.train import train
-from rlgpt.run.executor import TrainJob, run_job
+from rlgpt.run.executor import JobResult, TrainJob, job_argv
 from rlgpt.run.loop import disabled_diagnostics
 
 GROW = """
@@ -80,8 +83,14 @@ def test_a_macro_that_hogs_the_step_time_is_switched_off_and_the_training_finish
     cfg = load_config(builtin_config_path("smoke.yaml"), [
         f"run_dir={result.run_dir}", f"macros.file={tmp_path / 'hostile.yaml'}", "eval_episodes=0",
         "macros.max_steps=8", "steps=3000", "env.episode_length=60"])
-    found = run_job(TrainJob(cfg, REWARD, eval_episodes=1, eval_episode_length=20))
+    # The job runs as the executor runs it, in a child process: it caps its own process's memory before
+    # evaluating, which must not reach this test process (the later tests check that it is uncapped).
+    job = result.run_dir / layout.JOB_JSON
+    job.write_text(json.dumps(TrainJob(cfg, REWARD, eval_episodes=1, eval_episode_length=20).to_dict()))
+    subprocess.run(job_argv(result.run_dir), check=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    found = JobResult.from_dict(json.loads((result.run_dir / layout.RESULT_JSON).read_text()))
     assert found.ok and found.eval["disabled_in_training"] == {"slow": 1.5}
+    assert resource.getrlimit(resource.RLIMIT_DATA)[0] == resource.RLIM_INFINITY
     assert disabled_diagnostics(found.eval["disabled_in_training"]) == [
         "macro slow was switched off in training: its code took most of its steps' CPU time (1.5 calls per "
         "episode found it off); do less work per step"]
