@@ -12,11 +12,12 @@ from typing import Any
 from crafter_helpers import chop_source, fenced
 
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import CarriedMacro, FastAgent, carry, verified_macros
+from rlgpt.agents.fast import CarriedMacro, FastAgent
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import Completion, Message, SamplingParams
+from rlgpt.run.loop import carry, verified_macros
 
 CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
                  "wood", "a fixed recipe")
@@ -187,7 +188,8 @@ def test_a_carried_macro_that_misses_the_goal_here_is_one_candidate_and_the_mode
 def test_model_code_that_reached_its_goal_is_carried_the_best_rate_per_goal() -> None:
     def kept(written_by, goal_rate, goal="wood", code="def a(game):\n    yield 'noop'\n"):
         return {"subaction": "a", "best": 0, "candidates": [
-            {"code": code, "written_by": written_by, "probe": {"goal": goal, "goal_rate": goal_rate}}]}
+            {"index": 0, "code": code, "written_by": written_by,
+             "probe": {"goal": goal, "goal_rate": goal_rate}}]}
 
     fast = {"macros": [kept("model", 1.0), kept("library", 1.0, "stone"), kept("expert", 1.0, "coal"),
                        kept("model", 0.5, "sapling"), kept("model", 0.0, "drink"), kept("model", 1.0, None),

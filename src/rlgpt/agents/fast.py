@@ -112,10 +112,10 @@ class MacroCandidate:
 @dataclass(frozen=True)
 class CarriedMacro:
     """A macro an earlier iteration of the run kept that reached its sub-action's goal in a probe call
-    (`verified_macros`): a later iteration's sub-action with the same goal tries it first (probed again where
-    that iteration's chain leaves the player) and asks the model only if it misses the goal in some call;
-    then it stays the first candidate, which a new one must beat. A re-decomposition or a new search thus
-    keeps what worked instead of sampling it again, and maybe worse."""
+    (`rlgpt.run.loop.verified_macros`): a later iteration's sub-action with the same goal tries it first
+    (probed again where that iteration's chain leaves the player) and asks the model only if it misses the
+    goal in some call; then it stays the first candidate, which a new one must beat. A re-decomposition or
+    a new search thus keeps what worked instead of sampling it again, and maybe worse."""
 
     name: str
     """The sub-action (and entry function) it was written for."""
@@ -132,32 +132,6 @@ class CarriedMacro:
         if name == self.name:
             return self.code
         return f"{self.code.rstrip()}\n\n\ndef {name}(game):\n    return (yield from {self.name}(game))\n"
-
-
-def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, CarriedMacro]:
-    """Goal -> `CarriedMacro` for each kept macro of a fast step's record (``fast.json``) written by the model
-    (in the run, or the library's) that reached its goal in some probe call."""
-    found: dict[str, CarriedMacro] = {}
-    for choice in fast.get("macros", ()):
-        best = choice.get("best")
-        candidates = choice.get("candidates") or []
-        if not isinstance(best, int) or not 0 <= best < len(candidates):
-            continue
-        kept = candidates[best]
-        probe = kept.get("probe") or {}
-        rate = probe.get("goal_rate")
-        if kept.get("written_by", "model") in ("model", "library") and kept.get("code") \
-                and probe.get("goal") and isinstance(rate, int | float) and rate > 0:
-            found[probe["goal"]] = CarriedMacro(choice["subaction"], kept["code"], iteration, float(rate))
-    return found
-
-
-def carry(carried: dict[str, CarriedMacro], found: Mapping[str, CarriedMacro]) -> None:
-    """Add an iteration's `verified_macros` to the run's `carried`, per goal keeping the higher goal rate
-    (the later iteration's on a tie)."""
-    for goal, macro in found.items():
-        if goal not in carried or macro.goal_rate >= carried[goal].goal_rate:
-            carried[goal] = macro
 
 
 @dataclass
@@ -835,8 +809,8 @@ class FastAgent:
         """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
         `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
         sub-action's prompt carries it word for word (`note_feedback`). `carried` maps a goal to an earlier
-        iteration's macro that reached it (`verified_macros`): tried first for a sub-action with that goal;
-        a sub-action the critic's notes name is searched even when it reaches the goal again.
+        iteration's macro that reached it (`rlgpt.run.loop.verified_macros`): tried first for a sub-action
+        with that goal; a sub-action the critic's notes name is searched even when it reaches the goal again.
 
         The reply's macros are the kept macros whose probe reached their goal at least once (a good macro
         is not dropped because a small model left it out of the setup's list), and those of sub-actions

@@ -29,7 +29,7 @@ import yaml
 
 from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic, critic_notes
-from rlgpt.agents.fast import CarriedMacro, FastAgent, carry, fast_diagnostics, verified_macros
+from rlgpt.agents.fast import CarriedMacro, FastAgent, fast_diagnostics
 from rlgpt.agents.planner import Planner
 from rlgpt.agents.replies import Decomposition, FastReply, Plan
 from rlgpt.agents.slow import SlowAgent, goal_covers
@@ -58,6 +58,7 @@ from rlgpt.run.records import (
     JobRecord,
     RunSummary,
     job_record,
+    kept_candidate,
     kept_writers,
     result_record,
     step,
@@ -84,6 +85,28 @@ def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
     return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
 
 
+def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, CarriedMacro]:
+    """Goal -> `CarriedMacro` for each kept macro of a fast step's record (``fast.json``) written by the model
+    (in the run, or the library's) that reached its goal in some probe call."""
+    found: dict[str, CarriedMacro] = {}
+    for choice in fast.get("macros", ()):
+        kept = kept_candidate(choice) or {}
+        probe = kept.get("probe") or {}
+        rate = probe.get("goal_rate")
+        if kept.get("written_by", "model") in ("model", "library") and kept.get("code") \
+                and probe.get("goal") and isinstance(rate, int | float) and rate > 0:
+            found[probe["goal"]] = CarriedMacro(choice["subaction"], kept["code"], iteration, float(rate))
+    return found
+
+
+def carry(carried: dict[str, CarriedMacro], found: Mapping[str, CarriedMacro]) -> None:
+    """Add an iteration's `verified_macros` to the run's `carried`, per goal keeping the higher goal rate
+    (the later iteration's on a tie)."""
+    for goal, macro in found.items():
+        if goal not in carried or macro.goal_rate >= carried[goal].goal_rate:
+            carried[goal] = macro
+
+
 def workable_plan(task: str, decomposition: Decomposition, fast: Mapping[str, Any]) -> str:
     """Why `decomposition` is kept although the critic asked the slow agent for a new one ("" when it is
     not): its goals cover every achievement of the task, and every coded sub-action's kept macro reached
@@ -96,11 +119,9 @@ def workable_plan(task: str, decomposition: Decomposition, fast: Mapping[str, An
         return ""
     reached = set()
     for choice in fast.get("macros", ()):
-        best, candidates = choice.get("best"), choice.get("candidates") or []
-        if isinstance(best, int) and 0 <= best < len(candidates):
-            probe = candidates[best].get("probe") or {}
-            if isinstance(probe.get("goal_rate"), int | float) and probe["goal_rate"] > 0:
-                reached.add(probe.get("goal"))
+        probe = (kept_candidate(choice) or {}).get("probe") or {}
+        if isinstance(probe.get("goal_rate"), int | float) and probe["goal_rate"] > 0:
+            reached.add(probe.get("goal"))
     coded = [s for s in subactions if s.how == "code"]
     if not coded or any(s.goal not in reached for s in coded):
         return ""
@@ -172,10 +193,9 @@ def iteration_fallbacks(slow: dict[str, Any], fast: dict[str, Any], critic: dict
            if rec.get("fallback")}
     macro = []
     for choice in fast.get("macros", []):
-        kept = [c for c in choice["candidates"] if c["index"] == choice["best"]]
         if choice["best"] is None:
             macro.append("no_macro")
-        elif any(c.get("fallback") for c in kept):
+        elif (kept_candidate(choice) or {}).get("fallback"):
             macro.append("goal_macro")
     if macro:
         out["fast_macro"] = "+".join(sorted(set(macro)))

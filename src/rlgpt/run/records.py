@@ -168,6 +168,15 @@ def training_rewards(job: Mapping[str, Any]) -> list[str]:
     return ["task", *(["plan"] if plan else []), *(["model"] if job.get("reward_code") else [])]
 
 
+def kept_candidate(choice: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The kept candidate of one sub-action's choice in a ``fast.json`` (the one whose ``index`` is the
+    choice's ``best``); None when it kept none."""
+    best = choice.get("best")
+    if best is None:
+        return None
+    return next((c for c in choice.get("candidates") or () if c.get("index") == best), None)
+
+
 def kept_writers(fast: Mapping[str, Any]) -> dict[str, str]:
     """Sub-action -> who wrote its kept macro, from a ``fast.json`` (a loop iteration's, with ``macros``, or
     ``--mode code``'s single choice). Files written before the label read theirs from the kept candidate's
@@ -182,8 +191,7 @@ def kept_writers(fast: Mapping[str, Any]) -> dict[str, str]:
             continue
         writer = choice.get("written_by")
         if writer is None:
-            best = next((c for c in choice["candidates"] if c["index"] == choice["best"]), {})
-            writer = "expert" if best.get("fallback") else "model"
+            writer = "expert" if (kept_candidate(choice) or {}).get("fallback") else "model"
         kept[choice["subaction"]] = writer
     return kept
 

@@ -13,7 +13,7 @@ from rlgpt.config import RunConfig
 from rlgpt.llm.accounting import AccountedClient
 from rlgpt.llm.types import Backend
 from rlgpt.run.executor import Executor, LocalExecutor
-from rlgpt.run.records import JobRecord, RunSummary
+from rlgpt.run.records import JobRecord, RunSummary, kept_candidate
 from rlgpt.tracking import LoopProgress, llm_tokens, log_to_wandb
 
 if TYPE_CHECKING:
@@ -67,8 +67,8 @@ def code_skills_record(cfg: RunConfig, run_dir: Path, summary: RunSummary, libra
         return record
     fast = json.loads(fast_file.read_text())
     for choice in fast.get("macros", []):
-        kept = next((c for c in choice["candidates"] if c["index"] == choice["best"]), None)
-        calls = [n for n in called_skills((kept or {}).get("code") or "") if n in read.skills]
+        calls = [n for n in called_skills((kept_candidate(choice) or {}).get("code") or "")
+                 if n in read.skills]
         if calls:
             record["called"][choice["subaction"]] = calls
     found = verified_code_skills(

@@ -36,6 +36,7 @@ from typing import Any
 
 from rlgpt import layout, rundir
 from rlgpt.macro.code_skills import CodeSkill, called_skills, code_hash
+from rlgpt.run.records import kept_candidate
 
 
 def default_skills_dir() -> Path:
@@ -120,7 +121,7 @@ def verified_code_skills(macros: Sequence[dict[str, Any]], fast: dict[str, Any],
         return []
     kept = {}
     for choice in fast.get("macros", []):
-        best = next((c for c in choice["candidates"] if c["index"] == choice["best"]), None)
+        best = kept_candidate(choice)
         if best is not None and best.get("code") and not best.get("fallback"):
             kept[choice["subaction"]] = best
     found = []
