@@ -104,13 +104,14 @@ class BatchTaskEnv(gym.Env):
         self.action_space = gym.spaces.Discrete(self.macros.num_actions if self.macros else len(ACTION_NAMES))
         self.dense_reward = (DenseReward(reward, limits=limits, episode_cap=dense_reward_cap, **budget)
                              if reward else None)
-        # The reward's own API per game (its own generator, as the per-env DenseRewardWrapper's).
-        self._reward_games = [GameAPI(view, random.Random(self.run_seed)) for view in views] if reward else []
+        # The rewards' API per game (its own generator, as the per-env DenseRewardWrapper's; the progress
+        # reward only reads the game, so the reward code's draws are the same with or without it).
+        self._reward_games = [GameAPI(view, random.Random(self.run_seed)) for view in views] \
+            if reward or pays_progress else []
         self._prev: list[GameSnapshot | None] = [None] * n  # per game, the state before its step
         # The plan's progress reward, one per game (`rlgpt.rl.progress`), read through each game's view.
         self._progress = [ProgressReward(progress_goals, progress_reward) for _ in range(n)] \
             if pays_progress else []
-        self._progress_games = [GameAPI(view, random.Random(0)) for view in views] if pays_progress else []
         self._dense_total = np.zeros(n)
         self.drop = tuple(k for k in ("view", "vector") if observation and k not in observation)
         """Observation keys zeroed (the parts the setup left out)."""
@@ -188,7 +189,7 @@ class BatchTaskEnv(gym.Env):
                 self._prev[e] = GameSnapshot.of(game)
                 reward[j] += added
         for j, e in enumerate(rows.tolist() if self._progress else ()):
-            reward[j] += self._progress[e].step(self._progress_games[e])
+            reward[j] += self._progress[e].step(self._reward_games[e])
         self._success[rows], self._terminated[rows], self._truncated[rows] = success, terminated, truncated
         return reward, terminated | truncated
 
@@ -202,7 +203,7 @@ class BatchTaskEnv(gym.Env):
             for e in np.flatnonzero(rows).tolist():
                 self._prev[e] = GameSnapshot.of(self._reward_games[e])
         for e in np.flatnonzero(rows).tolist() if self._progress else ():
-            self._progress[e].reset(self._progress_games[e])
+            self._progress[e].reset(self._reward_games[e])
         if self.macros is not None:
             self.macros.new_episodes(rows)
 
