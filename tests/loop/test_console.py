@@ -125,22 +125,20 @@ def test_a_step_inside_a_phase_is_announced_for_the_iteration_under_way() -> Non
     progress.close()
 
 
-@pytest.mark.slow
-def test_kill_stops_a_run_like_ctrl_c_and_its_training_keeps_a_checkpoint(tmp_path: Path) -> None:
-    # `kill PID` (SIGTERM, what a scheduler sends) reaches `rlgpt run` only, not its training child: the
-    # run passes it on and waits, so the child's interrupted path saves the policy (periodic saves are an
-    # hour apart here) before the run prints how to resume.
+def kill_once_training(argv: list[str], train_dir: Path, log: Path) -> str:
+    """Start the rlgpt command `argv`, send it SIGTERM (`kill PID`, what a scheduler sends) once the training
+    in `train_dir` has logged steps, and return its stderr: it must exit 130, printing how to resume, and
+    the training must have saved a checkpoint on its interrupted path (periodic saves are an hour apart
+    here)."""
     from loop_helpers import wait_for
 
     from rlgpt.tracking import spent_steps
 
-    run_dir, log = tmp_path / "run", tmp_path / "stderr.txt"
-    argv = [sys.executable, "-m", "rlgpt.cli", "run", "--config", SMOKE, "--run-dir", str(run_dir),
-            "--mode", "ppo", "--steps", "50000000", "--set", "train.save_every_sec=3600"]
-    metrics = run_dir / "ppo" / "train" / "metrics.csv"
+    metrics = train_dir / "metrics.csv"
     with log.open("w") as stderr:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
-                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlgpt.cli", *argv, "--set", "train.save_every_sec=3600"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=dict(os.environ, OMP_NUM_THREADS="1"))
         try:
             wait_for(lambda: metrics.is_file() and spent_steps(metrics) > 0, "training steps", proc)
             proc.send_signal(signal.SIGTERM)
@@ -149,33 +147,25 @@ def test_kill_stops_a_run_like_ctrl_c_and_its_training_keeps_a_checkpoint(tmp_pa
             proc.kill()
     err = log.read_text()
     assert "rlgpt: interrupted; re-run the same command to resume" in err and "Traceback" not in err
-    assert list((run_dir / "ppo" / "train" / "checkpoint_p0").glob("checkpoint_*.pth"))
+    assert list((train_dir / "checkpoint_p0").glob("checkpoint_*.pth"))
+    return err
+
+
+@pytest.mark.slow
+def test_kill_stops_a_run_like_ctrl_c_and_its_training_keeps_a_checkpoint(tmp_path: Path) -> None:
+    # SIGTERM reaches `rlgpt run` only, not its training child: the run passes it on and waits, so the
+    # child's interrupted path saves the policy before the run prints how to resume.
+    run_dir = tmp_path / "run"
+    kill_once_training(["run", "--config", SMOKE, "--run-dir", str(run_dir), "--mode", "ppo", "--steps",
+                        "50000000"], run_dir / "ppo" / "train", tmp_path / "stderr.txt")
 
 
 @pytest.mark.slow
 def test_kill_stops_a_sweep_and_its_running_cell_and_no_queued_cell_starts(tmp_path: Path) -> None:
     # A sweep's cells used to run in a pool thread: the signal stopped only the wait for them, the running
     # cell trained on, and the pool's exit then ran every queued cell.
-    from loop_helpers import wait_for
-
-    from rlgpt.tracking import spent_steps
-
-    out, log = tmp_path / "sweep", tmp_path / "stderr.txt"
-    argv = [sys.executable, "-m", "rlgpt.cli", "sweep", "--tasks", "collect_wood", "--modes", "ppo",
-            "--seeds", "0,1", "--out", str(out), "--config", SMOKE, "--steps", "50000000",
-            "--set", "train.save_every_sec=3600"]
-    first = out / "collect_wood-ppo-s0" / "ppo" / "train"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
-                                env=dict(os.environ, OMP_NUM_THREADS="1"))
-        try:
-            wait_for(lambda: (first / "metrics.csv").is_file() and spent_steps(first / "metrics.csv") > 0,
-                     "training steps", proc)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=600) == 130
-        finally:
-            proc.kill()
-    err = log.read_text()
-    assert "rlgpt: interrupted; re-run the same command to resume" in err and "Traceback" not in err
-    assert list((first / "checkpoint_p0").glob("checkpoint_*.pth"))
+    out = tmp_path / "sweep"
+    kill_once_training(["sweep", "--tasks", "collect_wood", "--modes", "ppo", "--seeds", "0,1",
+                        "--out", str(out), "--config", SMOKE, "--steps", "50000000"],
+                       out / "collect_wood-ppo-s0" / "ppo" / "train", tmp_path / "stderr.txt")
     assert not (out / "collect_wood-ppo-s1").exists()

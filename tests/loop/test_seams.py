@@ -264,6 +264,24 @@ class _Planner:
         return [self.complete(messages, None, s) for s in samplings]
 
 
+CHOP_PLAN = Decomposition((SubAction("chop", "walk to a tree and collect wood", "code", "wood", "fixed"),))
+"""One coded sub-action: collect a wood."""
+
+
+def prefill_chop(run_dir: Path, goal_rate: float) -> dict:
+    """Iteration 0 decomposed as `CHOP_PLAN` and trained (success 0), its fast step keeping a model-written
+    chop macro whose probe reached the goal at `goal_rate`; returns that fast step's record."""
+    write_step(run_dir / "iter_000" / "slow.json",
+               {"new": True, "feedback": "none", "decomposition": CHOP_PLAN.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
+    fast["macros"] = [{"subaction": "chop", "best": 0, "written_by": "model", "candidates": [
+        {"index": 0, "code": chop_source("chop"), "written_by": "model",
+         "probe": {"goal": "wood", "goal_rate": goal_rate}}]}]
+    write_step(run_dir / "iter_000" / "fast.json", fast)
+    return fast
+
+
 def test_a_re_decomposition_keeps_the_earlier_iterations_verified_macro(tmp_path: Path) -> None:
     """Iteration 0 kept a model-written chop macro that reached its goal (wood) in every probe call; the
     critic sent the run back to the slow agent, whose new decomposition names the goal under another name.
@@ -271,15 +289,7 @@ def test_a_re_decomposition_keeps_the_earlier_iterations_verified_macro(tmp_path
     cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=1", f"task={TASK}",
                        "llm.replay_only=false")
     run_dir = tmp_path / "run"
-    chop = SubAction("chop", "walk to a tree and collect wood", "code", "wood", "fixed")
-    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
-                                                    "decomposition": Decomposition((chop,)).to_dict()})
-    prefill_iteration(run_dir / "iter_000", 0.0)
-    fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
-    fast["macros"] = [{"subaction": "chop", "best": 0, "written_by": "model", "candidates": [
-        {"index": 0, "code": chop_source("chop"), "written_by": "model",
-         "probe": {"goal": "wood", "goal_rate": 1.0}}]}]
-    write_step(run_dir / "iter_000" / "fast.json", fast)
+    prefill_chop(run_dir, 1.0)
     write_step(run_dir / "iter_000" / "critic.json",
                {"by": "critic", "target": "slow", "problems": ["x"], "suggestions": ["y"]})
     write_step(run_dir / "iter_001" / layout.TRAINING_JSON, evaluation(1.0))  # its training: done
@@ -305,16 +315,8 @@ def test_a_slow_verdict_on_a_plan_whose_macros_all_work_keeps_the_decomposition(
     cfg = smoke_config(tmp_path / "run", "max_outer=2", "max_inner=2", f"task={TASK}",
                        "llm.replay_only=false")
     run_dir = tmp_path / "run"
-    chop = SubAction("chop", "walk to a tree and collect wood", "code", "wood", "fixed")
-    plan = Decomposition((chop,))
-    write_step(run_dir / "iter_000" / "slow.json",
-               {"new": True, "feedback": "none", "decomposition": plan.to_dict()})
-    prefill_iteration(run_dir / "iter_000", 0.0)
-    fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
-    fast["macros"] = [{"subaction": "chop", "best": 0, "written_by": "model", "candidates": [
-        {"index": 0, "code": chop_source("chop"), "written_by": "model",
-         "probe": {"goal": "wood", "goal_rate": 0.5}}]}]
-    write_step(run_dir / "iter_000" / "fast.json", fast)
+    plan = CHOP_PLAN
+    fast = prefill_chop(run_dir, 0.5)
     assert "decomposition is kept" in workable_plan(TASK, plan, fast)
     assert workable_plan("make_wood_pickaxe", plan, fast) == ""  # the plan does not cover that task
     assert workable_plan(TASK, plan, {"macros": []}) == ""  # no macro reached the goal
