@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import gymnasium
 import pytest
 from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
+from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.diagnostics import RUNTIME_FAILURE_KINDS, MacroCompileError
 from rlgpt.macro.runtime import MacroActionWrapper
@@ -217,3 +220,37 @@ def test_tile_queries_take_kind_names(seed: int) -> None:
     _, _, _, _, info = env.step(env.n_primitive)
     assert info["macro"]["outcome"] == "success", info["macro"]
     assert info["achievements"]["place_table"] == 1
+
+
+WANDER = '''
+def wander(game):
+    for _ in range(200):
+        yield game.random_move()
+'''
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_move_never_steps_onto_lava(seed: int) -> None:
+    # Crafter kills a player that walks onto lava; an exploring macro's random walk must not. Lava on every
+    # side but one: 200 random moves keep the player alive and only ever take the one safe way.
+    env = make_env([MacroSource("wander", WANDER)], seed=seed, max_macro_steps=200)
+    env.reset(seed=seed)
+    world, player = env.unwrapped.crafter._world, env.unwrapped.crafter._player
+    for obj in list(world.objects):
+        if obj is not player:
+            world.remove(obj)
+    px, py = (int(v) for v in player.pos)
+    for x in range(px - 3, px + 4):
+        for y in range(py - 3, py + 4):
+            world[(x, y)] = "lava"
+    world[(px, py)] = world[(px + 1, py)] = "grass"
+    world[(px + 2, py)] = "stone"  # a dead end: from (px + 1, py) the only safe move is back
+    game = env.game
+    assert {game.random_move() for _ in range(40)} == {"move_right"}
+    _, _, terminated, _, info = env.step(len(ACTION_NAMES))
+    assert info["macro_steps"] == 200 and not terminated and player.health > 0
+    assert (int(player.pos[0]), int(player.pos[1])) in {(px, py), (px + 1, py)}
+    x, y = (int(v) for v in player.pos)
+    for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        world[(x + dx, y + dy)] = "lava"  # nowhere safe to go: stand still
+    assert GameAPI(env.unwrapped.crafter, random.Random(seed)).random_move() == "noop"

@@ -407,8 +407,16 @@ class GameAPI:
         return _MOVE_ACTIONS[move] if move >= 0 else None
 
     def random_move(self) -> str:
-        """A uniformly random move action (for exploring when nothing useful is visible)."""
-        return self._rng.choice(_MOVE_ACTIONS)
+        """A uniformly random move that never steps onto lava (for exploring when nothing useful is visible).
+
+        "noop" when every move would step onto lava.
+        """
+        # Crafter lets the player walk onto lava and dies there: measured, the model's exploring macros lost
+        # whole episodes to it on make_stone_pickaxe. Water and solid tiles only turn the player.
+        self._refresh()
+        px, py = self.pos
+        safe = [action for (dx, dy), action in MOVES.items() if self._material(px + dx, py + dy) != "lava"]
+        return self._rng.choice(safe) if safe else "noop"
 
     def random(self) -> float:
         """A random float in [0, 1) from the macro's own seeded generator."""
