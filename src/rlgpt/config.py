@@ -680,6 +680,12 @@ class RunConfig:
     """Times a training job is run before it counts as failed: a job whose process died (a worker, the OOM
     killer) or whose evaluation crashed is run again, resuming from its newest checkpoint (an evaluation
     crash after a full training only evaluates again). A failed job's steps still count as used."""
+    ppo_progress: bool = False
+    """``--mode ppo`` also trains on the progress reward (`TrainConfig.progress_reward`) over the task's
+    prerequisite chain from crafter's recipes (`rlgpt.run.baselines.chain_goals`: the chain the slow agent's
+    prompt states at ``agents.env_doc: full``, less the task's own targets), each paid once per episode as
+    the loop pays its plan's goals. The baseline that tells what rlgpt's code adds beyond that reward
+    (reported as ``chain`` among the rewards it trained on). Off: the task's sparse reward alone."""
     train_candidates: int = 1
     """Trainings one loop iteration runs on the same fast-agent reply (macros, reward, observation,
     horizon), each with its own RL seed (`candidate_seed`) in its own directory (``iter_N/train/`` for

@@ -13,7 +13,7 @@ from loop_helpers import assert_error_line, cli, record, smoke_config
 
 from rlgpt.agents.fast import FastAgent
 from rlgpt.llm.config import build_client
-from rlgpt.run.baselines import policy_subaction
+from rlgpt.run.baselines import chain_goals, policy_subaction
 from rlgpt.run.ledger import STEP_KINDS
 from rlgpt.run.report import result_table
 from rlgpt.run.runner import run
@@ -85,3 +85,20 @@ def test_ppo_and_code_records_are_comparable_and_reported(tmp_path: Path) -> Non
 
 def test_report_of_a_directory_without_a_run_is_one_error_line(tmp_path: Path) -> None:
     assert_error_line(cli("report", str(tmp_path)), "summary.json")
+
+
+def test_ppo_progress_pays_the_task_s_recipe_chain(tmp_path: Path) -> None:
+    # The baseline that gets what rlgpt's plan progress reward gets, from crafter's recipes instead of the
+    # slow agent: the prerequisites in order, never the task's own target (its reward pays that), none for
+    # the benchmark (crafter's reward pays every achievement already).
+    assert chain_goals("make_stone_pickaxe") == ("collect_wood", "place_table", "make_wood_pickaxe",
+                                                 "collect_stone")
+    assert chain_goals("place_table+make_wood_pickaxe") == ("collect_wood",)
+    assert chain_goals("collect_wood") == () and chain_goals("crafter") == ()
+    plain = run(smoke_config(tmp_path / "plain", "mode=ppo", "task=place_table", "steps=2048"))
+    shaped = run(smoke_config(tmp_path / "chain", "mode=ppo", "task=place_table", "steps=2048",
+                              "ppo_progress=true"))
+    assert plain["rewards"] == ["task"] and shaped["rewards"] == ["task", "chain"]
+    jobs = [json.loads((tmp_path / name / "ppo" / "train" / "job.json").read_text())
+            for name in ("plain", "chain")]
+    assert "progress_goals" not in jobs[0] and jobs[1]["progress_goals"] == ["collect_wood"]

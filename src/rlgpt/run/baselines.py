@@ -15,6 +15,7 @@ from typing import Any
 
 from rlgpt import layout
 from rlgpt.agents.common import describe_task
+from rlgpt.agents.envdoc import prerequisite_chain
 from rlgpt.agents.fast import FastAgent, probe_steps
 from rlgpt.agents.replies import SubAction
 from rlgpt.config import RunConfig
@@ -23,6 +24,7 @@ from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import TRACE_EPISODES, eval_seeds, play_episode, summarize
+from rlgpt.rl.progress import progress_goals
 from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.ledger import StepLedger
@@ -34,16 +36,28 @@ POLICY_MACRO = "policy"
 """Name of the one macro `--mode code` asks for."""
 
 
+def chain_goals(task: str) -> tuple[str, ...]:
+    """The achievements `--mode ppo`'s progress reward pays (`RunConfig.ppo_progress`): the task's
+    prerequisite chain from crafter's recipes, prerequisites first, less the task's own targets; none for
+    the Crafter benchmark, whose own reward already pays each achievement once per episode."""
+    spec = TaskSpec.from_name(task)
+    if spec.benchmark:
+        return ()
+    return progress_goals(prerequisite_chain(list(spec.targets)), spec.targets)
+
+
 def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopProgress) -> dict[str, Any]:
-    """Plain PPO on the task's reward, primitives only, the whole budget in one training."""
+    """PPO on the task's reward (plus the recipe chain's progress reward with `RunConfig.ppo_progress`),
+    primitives only, the whole budget in one training."""
     progress.phase("train", 0, cfg.task)
     offset = 0  # the run's count when the training starts (what its marks count from): nothing before it
     train = dataclasses.replace(cfg.train, task=cfg.task, steps=cfg.steps, seed=cfg.seed,
                                 run_dir=str(run_dir / layout.PPO_DIR / layout.TRAIN_DIR), eval_episodes=0,
                                 wandb=False, marks=training_marks(run_marks(cfg), offset), mark_offset=offset)
     trained = run_dir / layout.PPO_DIR / layout.TRAIN_DIR
+    goals = chain_goals(cfg.task) if cfg.ppo_progress and cfg.train.progress_reward > 0 else ()
     job = TrainJob(train, eval_episodes=cfg.eval_episodes, eval_episode_length=eval_length(cfg, cfg.task),
-                   eval_split="test")  # no selection: test
+                   eval_split="test", progress_goals=goals)  # no selection: test
     evaluation = JobRecord.from_dict(step(layout.training_record(run_dir / layout.PPO_DIR),
                                           lambda: JobRecord.of(executor.run(job)).to_dict()))
     ledger = StepLedger({"train": evaluation.steps, "test_eval": evaluation.eval_steps})
@@ -57,7 +71,8 @@ def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopPro
     ledger.add("test_eval", marks_steps(marks))
     iterations = [IterationRecord(index=0, dir=layout.PPO_DIR, ok=evaluation.ok,
                                   success_rate=evaluation.success_rate, steps=evaluation.steps,
-                                  steps_by_kind=by_kind, macros=[], critic="", rewards=["task"])]
+                                  steps_by_kind=by_kind, macros=[], critic="",
+                                  rewards=["task", *(["chain"] if goals else [])])]
     return result_record(cfg, cfg.task, "ppo", cfg.steps, ledger.by_kind(), evaluation.report or {},
                          iterations, best=layout.PPO_DIR if evaluation.ok else None,  # never a failed job
                          checkpoint=str(trained) if evaluation.ok else None,

@@ -156,10 +156,11 @@ WRITERS: tuple[str, ...] = ("model", "library", "expert")
 model earlier (a verified skill of the library), or expert code (the trusted goal macro)."""
 
 
-REWARDS = ("task", "plan", "model")
+REWARDS = ("task", "plan", "chain", "model")
 """What a training's reward can add up (`IterationRecord.rewards`): ``task``, the task's own (1 at success,
 crafter's for the benchmark); ``plan``, the progress reward on the slow agent's sub-action goals
-(`rlgpt.rl.progress`); ``model``, the fast agent's dense reward code."""
+(`rlgpt.rl.progress`); ``chain``, the same reward on the task's recipe chain (``--mode ppo`` with
+`rlgpt.config.RunConfig.ppo_progress`); ``model``, the fast agent's dense reward code."""
 
 
 def training_rewards(job: Mapping[str, Any]) -> list[str]:
