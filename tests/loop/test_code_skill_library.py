@@ -22,8 +22,8 @@ from rlgpt.agents.replies import SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.config import build_client
 from rlgpt.llm.types import Completion, Message, SamplingParams
-from rlgpt.macro.code_skills import CodeSkill, code_hash, retrieve
-from rlgpt.run.curriculum import learn, learn_table, next_achievement
+from rlgpt.macro.code_skills import CodeSkill, code_hash, goal_key, retrieve
+from rlgpt.run.curriculum import achievement_skills, learn, learn_table, next_achievement
 from rlgpt.run.skills import SkillLibrary
 
 WOOD = chop_source("collect_wood")
@@ -220,6 +220,20 @@ def test_the_curriculum_orders_achievements_easiest_first() -> None:
     assert next_achievement(["collect_wood"], zero) == "place_table"  # its one prerequisite has a skill
     assert next_achievement([], zero) is None  # everything else needs a skill nothing has yet
     assert next_achievement(["collect_wood", "place_table"], [*zero, "place_table"]) == "make_wood_pickaxe"
+
+
+def test_a_skill_counts_for_the_achievement_its_goal_reaches_only() -> None:
+    # collect_stone's skill ends holding a stone: that is neither placing one nor a table or a plant.
+    stored = {s.name: s for s in (skill("collect_stone", "collect_stone"), skill("get_wood", "wood"),
+                                  skill("pickaxe", "wood_pickaxe"), skill("table", "place_table"))}
+    assert sorted(achievement_skills(stored)) == ["collect_stone", "collect_wood", "make_wood_pickaxe",
+                                                  "place_table"]
+    tried = ["collect_drink", "collect_sapling", "defeat_skeleton", "defeat_zombie", "eat_cow", "wake_up",
+             "collect_coal", "make_wood_sword", "make_stone_pickaxe", "make_stone_sword", "place_furnace"]
+    assert next_achievement(sorted(achievement_skills(stored)), tried) == "place_stone"
+    assert [goal_key(g) for g in ("collect_stone", "place_stone", "make_wood_pickaxe", "place_table")] == [
+        "stone", "place_stone", "wood_pickaxe", "place_table"]
+    assert list(retrieve(stored, "place_stone", "place a stone", ("collect_stone",))) == ["collect_stone"]
 
 
 @pytest.mark.slow

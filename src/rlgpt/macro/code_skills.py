@@ -109,12 +109,15 @@ def describe_requires(requires: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-_FAMILIES = ("collect_", "make_", "place_")
+_FAMILIES = ("collect_", "make_")
+"""Achievement families whose achievement adds the item it names (``place_stone`` spends a stone: a skill
+that collects stone does not place one, measured: `rlgpt skills learn` took collect_stone's skill for
+place_stone's and never attempted it)."""
 
 
 def goal_key(goal: str) -> str:
-    """An achievement that provides an item, as that item (``collect_wood`` -> ``wood``); other goals
-    unchanged. Macros state goals either way."""
+    """An achievement that provides an item, as that item (``collect_wood`` -> ``wood``,
+    ``make_wood_pickaxe`` -> ``wood_pickaxe``); other goals unchanged. Macros state goals either way."""
     for prefix in _FAMILIES:
         if goal.startswith(prefix):
             return goal[len(prefix):]
