@@ -75,6 +75,20 @@ def test_yield_from_a_query_is_a_compile_diagnostic(line) -> None:
     compile_macro(MacroSource("m", linked))
 
 
+@pytest.mark.parametrize(("line", "fix"), [
+    ("ok = yield from game.sleeping", "read its value"),
+    ("yield from game.gather", "call it: `yield from game.gather(...)`")])
+def test_yield_from_a_member_not_called_is_a_compile_diagnostic(line, fix) -> None:
+    # Measured: a wake_up skill's `yield from game.sleeping` failed every probe call at run time.
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"), api="primitives")
+    diagnostic = caught.value.diagnostics[0]
+    assert diagnostic.kind == "primitive_call" and "is not a generator" in diagnostic.message
+    assert fix in diagnostic.message
+    compile_macro(MacroSource("m", "def m(game):\n    if game.sleeping:\n        yield 'noop'\n"),
+                  api="primitives")
+
+
 @pytest.mark.parametrize("call", ['game.collect("gold")', 'game.place("sword")', 'game.craft("table")',
                                   'game.attack("tree")', 'game.walk_to("castle")',
                                   'game.collect("wood", 10**6)', 'game.explore("tree", max_steps=-1)'])

@@ -317,6 +317,15 @@ class Validator:
             name = node.value.func.attr
             self.add("primitive_call", f"game.{name}(...) is a query, not a generator: write `yield "
                      f"game.{name}(...)` for an action it returns, or use its value", node)
+        elif (isinstance(node, ast.YieldFrom) and isinstance(node.value, ast.Attribute)
+              and isinstance(node.value.value, ast.Name) and node.value.value.id != SKILLS_NAME
+              and node.value.attr in API_MEMBERS):
+            # `yield from game.sleeping` (measured, a wake_up skill): iterating a value fails at run time on
+            # every call; `yield from game.gather` without the call likewise.
+            name = node.value.attr
+            fix = (f"call it: `yield from game.{name}(...)`" if name in control.GENERATORS else
+                   f"read its value (`if game.{name}:`) or `yield from` a control primitive's call")
+            self.add("primitive_call", f"game.{name} is not a generator: {fix}", node)
         return True
 
     def _check_name(self, name: str, node: ast.AST, defined: set[str]) -> None:
