@@ -310,19 +310,13 @@ class Validator:
             self.add("primitive_call", f"game.{name}(...) is a generator of actions: write `yield from "
                      f"game.{name}(...)` (it returns True when it reached its goal)", node)
         elif (isinstance(node, ast.YieldFrom) and isinstance(node.value, ast.Call)
-              and isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name)
-              and node.value.func.value.id != SKILLS_NAME  # skills.<name>(game) is a stored macro
-              and node.value.func.attr in API_MEMBERS and node.value.func.attr not in control.GENERATORS):
+              and (name := _game_member(node.value.func)) and name not in control.GENERATORS):
             # The reverse slip: `yield from game.step_toward(t)` iterates the action's letters (or None).
-            name = node.value.func.attr
             self.add("primitive_call", f"game.{name}(...) is a query, not a generator: write `yield "
                      f"game.{name}(...)` for an action it returns, or use its value", node)
-        elif (isinstance(node, ast.YieldFrom) and isinstance(node.value, ast.Attribute)
-              and isinstance(node.value.value, ast.Name) and node.value.value.id != SKILLS_NAME
-              and node.value.attr in API_MEMBERS):
+        elif isinstance(node, ast.YieldFrom) and (name := _game_member(node.value)):
             # `yield from game.sleeping` (measured, a wake_up skill): iterating a value fails at run time on
             # every call; `yield from game.gather` without the call likewise.
-            name = node.value.attr
             fix = (f"call it: `yield from game.{name}(...)`" if name in control.GENERATORS else
                    f"read its value (`if game.{name}:`) or `yield from` a control primitive's call")
             self.add("primitive_call", f"game.{name} is not a generator: {fix}", node)
@@ -400,6 +394,15 @@ class Validator:
         digits = "".join(c if c.isdigit() else " " for c in text).split()
         if any(len(d) > 3 for d in digits):
             self.add("forbidden_node", "f-string widths/precisions above 999 are not allowed", node)
+
+
+def _game_member(node: ast.AST) -> str | None:
+    """The member name of ``<name>.<member>`` when the member is one of the game API's (`API_MEMBERS`),
+    else None. ``skills.<name>`` is a stored macro, not the game's."""
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id != SKILLS_NAME
+            and node.attr in API_MEMBERS):
+        return node.attr
+    return None
 
 
 def _private(name: str) -> bool:
