@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium
 
+from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.probe import Goal
 from rlgpt.macro.runtime import find_crafter
@@ -45,6 +46,17 @@ def progress_goals(goals: Iterable[str], targets: Iterable[str] = ()) -> tuple[s
             continue
         kept.append(goal)
     return tuple(kept)
+
+
+def task_progress_goals(task: str, goals: Iterable[str]) -> tuple[str, ...]:
+    """`progress_goals` of `goals` for `task`: its own targets left out; none for the Crafter benchmark,
+    whose own reward already pays each achievement once per episode. The loop's plan
+    (`rlgpt.run.loop.plan_goals`) and ``--mode ppo``'s recipe chain (`rlgpt.run.baselines.chain_goals`)
+    both go through here."""
+    spec = TaskSpec.from_name(task)
+    if spec.benchmark:
+        return ()
+    return progress_goals(goals, spec.targets)
 
 
 class ProgressReward:

@@ -24,7 +24,7 @@ from rlgpt.macro.compiler import MacroSource
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.runtime import MacroActionWrapper
 from rlgpt.rl.evaluate import TRACE_EPISODES, eval_seeds, play_episode, summarize
-from rlgpt.rl.progress import progress_goals
+from rlgpt.rl.progress import task_progress_goals
 from rlgpt.rl.wrappers import EpisodeStats
 from rlgpt.run.executor import Executor, TrainJob
 from rlgpt.run.ledger import StepLedger
@@ -40,10 +40,7 @@ def chain_goals(task: str) -> tuple[str, ...]:
     """The achievements `--mode ppo`'s progress reward pays (`RunConfig.ppo_progress`): the task's
     prerequisite chain from crafter's recipes, prerequisites first, less the task's own targets; none for
     the Crafter benchmark, whose own reward already pays each achievement once per episode."""
-    spec = TaskSpec.from_name(task)
-    if spec.benchmark:
-        return ()
-    return progress_goals(prerequisite_chain(list(spec.targets)), spec.targets)
+    return task_progress_goals(task, prerequisite_chain(list(TaskSpec.from_name(task).targets)))
 
 
 def run_ppo(cfg: RunConfig, run_dir: Path, executor: Executor, progress: LoopProgress) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from rlgpt.llm.types import Message
 from rlgpt.macro.code_skills import CodeSkill, code_skills
 from rlgpt.macro.prefix import StartSummary, load_pool, save_pool
 from rlgpt.macro.probe import ProbeReport
-from rlgpt.rl.progress import progress_goals
+from rlgpt.rl.progress import task_progress_goals
 from rlgpt.run.chain import chain_limits, contained_run_chain, contained_start_pool
 from rlgpt.run.executor import Executor, JobResult, TrainJob
 from rlgpt.run.ledger import StepLedger, charged, steps_by_kind
@@ -79,10 +79,7 @@ def plan_goals(task: str, decomposition: Decomposition) -> tuple[str, ...]:
     """The goals the plan's progress reward pays (`rlgpt.rl.progress`): every sub-action's goal, in the
     decomposition's order, less the task's own targets. None for the Crafter benchmark, whose own reward
     already pays each achievement once per episode."""
-    spec = TaskSpec.from_name(task)
-    if spec.benchmark:
-        return ()
-    return progress_goals((s.goal for s in decomposition.subactions), spec.targets)
+    return task_progress_goals(task, (s.goal for s in decomposition.subactions))
 
 
 def verified_macros(fast: Mapping[str, Any], iteration: str) -> dict[str, CarriedMacro]:
