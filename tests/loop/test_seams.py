@@ -338,3 +338,36 @@ def test_a_slow_verdict_on_a_plan_whose_macros_all_work_keeps_the_decomposition(
     assert again["new"] is False and Decomposition.from_dict(again["decomposition"]) == plan
     kept = json.loads((run_dir / "iter_001" / "fast.json").read_text())["macros"][0]
     assert kept["candidates"][0]["carried_from"] == "iter_000" and kept["best"] == 0
+
+
+def test_a_slow_verdict_with_no_outer_iteration_left_goes_to_the_fast_agent(tmp_path: Path) -> None:
+    """At max_outer 1 the critic asks for a new decomposition after the first of two inner iterations: no
+    outer iteration is left, so the verdict becomes "fast" (recorded as overruled) and the second iteration
+    runs on the same decomposition, its fast step carrying the critic's problems (the run does not end with
+    half its budget unspent)."""
+    cfg = smoke_config(tmp_path / "run", "max_outer=1", "max_inner=2", f"task={TASK}",
+                       "llm.replay_only=false")
+    run_dir = tmp_path / "run"
+    write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
+                                                    "decomposition": FIRST.to_dict()})
+    prefill_iteration(run_dir / "iter_000", 0.0)
+    write_step(run_dir / "iter_001" / layout.TRAINING_JSON, evaluation(1.0))  # ends the run at threshold
+
+    class SlowCritic(_Planner):
+        def complete(self, messages, schema, sampling) -> Completion:
+            if schema is not None and "target" in json.dumps(schema):
+                self.requests.append(messages)
+                verdict = {**DONE, "target": "slow", "problems": ["the plan never reaches a tree"],
+                           "suggestions": ["add a sub-action that walks to a tree"]}
+                return Completion(json.dumps(verdict), 10, 10, "stop", self.model_id)
+            return super().complete(messages, schema, sampling)
+
+    summary = run(cfg, backend=SlowCritic())
+
+    critic = json.loads((run_dir / "iter_000" / "critic.json").read_text())
+    assert critic["target"] == "fast" and critic["overruled"].startswith("slow: no outer iteration is left")
+    assert [it["dir"] for it in summary["iterations"]] == ["iter_000", "iter_001"]
+    again = json.loads((run_dir / "iter_001" / "slow.json").read_text())
+    assert again["new"] is False and Decomposition.from_dict(again["decomposition"]) == FIRST
+    fast = json.loads((run_dir / "iter_001" / "fast.json").read_text())
+    assert "the plan never reaches a tree" in fast["feedback"]

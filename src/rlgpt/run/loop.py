@@ -320,7 +320,8 @@ class Loop:
 
                 self.progress.phase("critic", index, task)
                 feedback = step(it_dir / layout.CRITIC_JSON, self.critic_step, task, index, decomposition,
-                                it_dir, fast, evaluation)
+                                it_dir, fast, evaluation, outer + 1 < cfg.max_outer,
+                                inner + 1 < cfg.max_inner)
 
                 iterations.append(IterationRecord(
                     index=index, outer=outer, inner=inner, dir=it_dir.name, ok=evaluation.ok,
@@ -442,8 +443,11 @@ class Loop:
         return job_record(self.executor.run(dataclasses.replace(job, eval_split="test")))
 
     def critic_step(self, task: str, index: int, decomposition: Decomposition, it_dir: Path,
-                    fast: dict[str, Any], evaluation: JobRecord) -> dict[str, Any]:
-        """Done without asking when the success threshold is reached; otherwise the critic's feedback."""
+                    fast: dict[str, Any], evaluation: JobRecord, outer_left: bool = True,
+                    inner_left: bool = True) -> dict[str, Any]:
+        """Done without asking when the success threshold is reached; otherwise the critic's feedback.
+        `outer_left`/`inner_left`: whether the loop has another outer (new decomposition) or inner (same
+        decomposition, new code) iteration after this one."""
         if evaluation.success_rate >= self.cfg.success_threshold:
             return {"by": "threshold", "target": "done", "problems": [], "suggestions": []}
         probes = [ProbeReport.from_dict(p) for p in json.loads((it_dir / layout.PROBES_JSON).read_text())]
@@ -460,6 +464,12 @@ class Loop:
             record.update(fallback="fast", error=error)
         if record["target"] == "slow" and (why := workable_plan(task, decomposition, fast)):
             record.update(target="fast", overruled=f"slow: {why}")
+        if record["target"] == "slow" and not outer_left and inner_left:
+            # A "slow" verdict ends the inner loop, and with no outer iteration left that ended the run with
+            # its inner iterations' budget unspent (every unnamed-achievement run at max_outer 1 stopped after
+            # 1 of 2 iterations); the change goes to the fast agent's next iteration instead.
+            record.update(target="fast", overruled=f"slow: no outer iteration is left (max_outer "
+                                                   f"{self.cfg.max_outer}); the fast agent gets the change")
         return record
 
     # -- the planner: long-horizon tasks as a chain of skills -------------------------------------------
