@@ -296,3 +296,44 @@ def test_a_faced_material_under_a_creature_costs_steps_and_never_spins(call, env
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert result.outcome == "success" and result.steps <= 31
+
+
+LEAVE = MacroSource("leave", (
+    'def leave(game):\n'
+    '    yield from game.gather("wood", n=2)\n'
+    '    yield from game.place_item("table")\n'
+    '    for _ in range(12):\n'
+    '        yield "move_left"\n'))
+"""A prefix that places a table and walks off (on seed 1 the table ends out of view)."""
+CRAFT_PICKAXE = compile_macro(MacroSource("craft", (
+    'def craft(game):\n'
+    '    yield from game.craft_item("wood_pickaxe")\n')))
+
+
+@pytest.mark.parametrize("recall", [False, True])
+def test_a_game_object_started_mid_episode_recalls_the_stations_the_prefix_placed(recall, env) -> None:
+    # A chain's start state: a prefix placed a table and left it out of view; a new game object on that state
+    # (as a probe or a training episode from the start pool makes) walks back to craft once it recalled the
+    # world's stations, and without that knows of no table (`craft_item` never builds one).
+    env.reset(seed=1)
+    placer = GameAPI(env.crafter, random.Random(1))
+    run_macro(env, compile_macro(LEAVE), placer, gamma=1.0, max_steps=MAX_STEPS)
+    env.crafter._player.inventory["wood"] = 1
+    game = GameAPI(env.crafter, random.Random(1))
+    assert game.nearest("table") is None
+    if recall:
+        game._new_episode()
+    run_macro(env, CRAFT_PICKAXE, game, gamma=1.0, max_steps=MAX_STEPS)
+    assert game.achievements["make_wood_pickaxe"] == (1 if recall else 0)
+
+
+def test_a_new_episode_forgets_the_last_episode_s_stations() -> None:
+    from rlgpt.macro.runtime import MacroActionWrapper
+
+    env = MacroActionWrapper(CrafterEnv(length=None), [LEAVE],
+                             max_macro_steps=MAX_STEPS, seed=1)
+    env.reset(seed=1)
+    env.step(env.n_primitive)  # the macro: a table placed
+    assert set(env.game._stations) == {"table"}
+    env.reset(seed=2)  # a new world holds no table: the old one's place is not remembered
+    assert env.game._stations == {}

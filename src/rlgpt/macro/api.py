@@ -141,6 +141,12 @@ class GameAPI:
 
     # ------------------------------------------------------------------ internals (not visible to macros)
 
+    def _new_episode(self) -> None:
+        """The game started an episode (a reset, or a restored start state): the last episode's station
+        memory is forgotten and the world's stations recalled (`control.recall_stations`). Whoever resets
+        the game calls it; a game object lives across the episodes of its env."""
+        control.recall_stations(self)
+
     def _refresh(self) -> None:
         key = self._view.version()
         if key == self._cache_key:

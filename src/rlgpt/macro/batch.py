@@ -199,7 +199,9 @@ class BatchMacros:
         return out
 
     def new_episodes(self, rows: np.ndarray) -> None:
-        """Games ``rows`` (bool ``[games]``) start an episode: their episode statistics start over."""
+        """Games ``rows`` (bool ``[games]``, already reset) start an episode: their episode statistics and
+        their game objects' episode memory start over."""
         for e in np.flatnonzero(rows).tolist():
+            self.games[e]._new_episode()
             self.episode_stats[e] = {n: MacroStats() for n in self.names}
             self.episode_code_seconds[e] = 0.0

@@ -33,9 +33,10 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
+import numpy as np
 from crafter import constants
 
-from rlgpt.envs.crafter import MOVES
+from rlgpt.envs.crafter import MATERIALS, MOVES
 
 if TYPE_CHECKING:  # the game API imports this module; the type is for readers only
     from rlgpt.macro.api import GameAPI
@@ -127,6 +128,30 @@ def _fail(game: GameAPI, reason: str) -> bool:
 def _listed(items: dict[str, int]) -> str:
     """``1 wood, 1 stone``."""
     return ", ".join(f"{n} {name}" for name, n in items.items())
+
+
+_WORLD = 64
+"""Side of crafter's world (its default area): a window twice as wide around the player covers all of it."""
+
+
+def recall_stations(game: GameAPI) -> None:
+    """Start the game object's station memory for an episode: forget the last episode's, and note the
+    nearest table and furnace the world already holds. Crafter's world generation makes none, so each was
+    placed by this player earlier in the episode; a game object that starts mid-episode (a chain's start
+    state, restored after the prefix's skills played) then remembers what the prefix built, as one that
+    played the whole episode would. Measured: make_stone_pickaxe's skill probed from such states failed
+    wherever the prefix's table was out of view (`craft_item` knew of no table and never builds one)."""
+    game._stations = {}
+    px, py = game._view.pos()
+    span = 2 * _WORLD + 1
+    mat, obj = np.zeros((span, span), np.uint8), np.zeros((span, span), np.uint8)
+    game._view.window(px - _WORLD, py - _WORLD, mat, obj)
+    for station in _STATIONS:
+        # The view arrays hold crafter's material ids: 1 + the index in MATERIALS.
+        found = np.argwhere(mat == MATERIALS.index(station) + 1)
+        if len(found):
+            i, j = min(found.tolist(), key=lambda t: abs(t[0] - _WORLD) + abs(t[1] - _WORLD))
+            game._stations[station] = (px - _WORLD + i, py - _WORLD + j)
 
 
 def _remember_stations(game: GameAPI) -> None:

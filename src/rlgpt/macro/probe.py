@@ -304,6 +304,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
         if starts:
             base.restore(starts[j % len(starts)])
         game = GameAPI(base.crafter, random.Random(seed))
+        game._new_episode()  # a start state's stations (placed by its prefix) are remembered
         moves = random.Random(seed + 10_007)
         ended = False
         for earlier in setup:

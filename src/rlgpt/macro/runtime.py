@@ -408,7 +408,9 @@ class MacroActionWrapper(gymnasium.Wrapper):
         self.episode_stats = {n: MacroStats() for n in self.stats}
         for budget in self.budgets.values():
             budget.new_episode()
-        return self.env.reset(**kwargs)
+        out = self.env.reset(**kwargs)
+        self.game._new_episode()
+        return out
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """A primitive step, or a whole macro invocation as one SMDP transition."""
