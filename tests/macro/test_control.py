@@ -337,3 +337,19 @@ def test_a_new_episode_forgets_the_last_episode_s_stations() -> None:
     assert set(env.game._stations) == {"table"}
     env.reset(seed=2)  # a new world holds no table: the old one's place is not remembered
     assert env.game._stations == {}
+
+
+@pytest.mark.parametrize(("line", "call"), [
+    ("yield game.place_table()", "yield from game.place_item('table')"),
+    ("yield game.make_stone_sword()", "yield from game.craft_item('stone_sword')"),
+    ("yield from game.collect_iron()", "yield from game.gather('iron')"),
+    ("yield game.defeat_skeleton()", "yield from game.attack('skeleton')"),
+])
+def test_an_achievement_called_as_a_game_method_names_the_primitive_that_unlocks_it(line, call) -> None:
+    source = MacroSource("m", f"def m(game):\n    {line}\n")
+    with pytest.raises(MacroCompileError) as raised:
+        compile_macro(source, api="primitives")
+    assert call in str(raised.value)
+    with pytest.raises(MacroCompileError) as raised:  # `basic` has no control primitives to name
+        compile_macro(source, api="basic")
+    assert call not in str(raised.value)

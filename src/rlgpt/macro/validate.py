@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 
+from crafter import constants
+
 from rlgpt.macro import control
 from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, api_level
 from rlgpt.macro.budget import MacroLimits
@@ -168,6 +170,22 @@ def unparsable(code: object, limits: MacroLimits) -> Diagnostic | None:
 _LEVEL_HINTS = {"collect": "game.gather", "place": "game.place_item", "craft": "game.craft_item"}
 """The primitive that does one step of what an expert call does (for the diagnostic of a call above the
 level)."""
+_ACHIEVEMENT_PRIMITIVES = {"collect": "gather", "place": "place_item", "make": "craft_item",
+                           "defeat": "attack"}
+"""Achievement kind -> the control primitive that unlocks one of that kind, given its prerequisites."""
+
+
+def achievement_primitive(attr: str, members: frozenset[str]) -> str:
+    """The control-primitive call that does what a method named after an achievement or an action means
+    (``game.place_table()`` -> ``yield from game.place_item('table')``), where the API level `members` have
+    it; "" otherwise. The small model calls achievements as game methods (recorded: `.place_table`,
+    `.make_wood_pickaxe`, `.collect_coal`); the diagnostic names the call it meant."""
+    kind, _, name = attr.partition("_")
+    primitive = _ACHIEVEMENT_PRIMITIVES.get(kind)
+    if primitive is None or not name or f"{kind}_{name}" not in constants.achievements \
+            or primitive not in members:
+        return ""
+    return f"yield from game.{primitive}({name!r})"
 
 
 class Validator:
@@ -346,19 +364,20 @@ class Validator:
             )
         elif node.attr in ACTION_NAMES:
             # The most common mistake of small models: calling an action as a method of the game object.
-            self.add(
-                "forbidden_attribute",
-                f".{node.attr} is not a game method; actions are yielded as strings: yield {node.attr!r}",
-                node,
-            )
+            call = achievement_primitive(node.attr, LEVEL_MEMBERS[self.api])
+            also = f" (one step, where it can act), or to walk there and do it: {call}" if call else ""
+            self.add("forbidden_attribute", f".{node.attr} is not a game method; actions are yielded as "
+                     f"strings: yield {node.attr!r}{also}", node)
         elif node.attr in self.denied:
             hint = (f"; at this level use {_LEVEL_HINTS[node.attr]}(...), which needs its prerequisites held"
                     if node.attr in _LEVEL_HINTS and self.api == "primitives" else "")
             self.add("api_level", f"game.{node.attr} is not part of the {self.api!r} API level "
                      f"(agents.api={self.api}){hint}", node)
         elif node.attr not in ALLOWED_ATTRIBUTES:
+            call = achievement_primitive(node.attr, LEVEL_MEMBERS[self.api])
             self.add(
                 "forbidden_attribute",
+                f".{node.attr} is not a game method; to unlock {node.attr}: {call}" if call else
                 f".{node.attr} is not allowed; use the game API members or basic list/dict/set/str methods",
                 node,
             )
