@@ -353,3 +353,17 @@ def test_an_achievement_called_as_a_game_method_names_the_primitive_that_unlocks
     with pytest.raises(MacroCompileError) as raised:  # `basic` has no control primitives to name
         compile_macro(source, api="basic")
     assert call not in str(raised.value)
+
+
+@pytest.mark.parametrize(("call", "hint"), [
+    ('game.craft_item("coal")', "it is collected: game.gather('coal')"),
+    ('game.place_item("iron")', "it is collected: game.gather('iron')"),
+    ('game.gather("table")', "it is placed: game.place_item('table')"),
+    ('game.gather("stone_pickaxe")', "it is crafted: game.craft_item('stone_pickaxe')"),
+    ('game.place_item("wood_sword")', "it is crafted: game.craft_item('wood_sword')"),
+])
+def test_a_primitive_asked_for_what_another_one_gets_names_that_one(call, hint, env) -> None:
+    macro = compile_macro(MacroSource("m", f"def m(game):\n    yield from {call}\n"), api="primitives")
+    env.reset(seed=0)
+    result = run_macro(env, macro, GameAPI(env.crafter, random.Random(0)), gamma=1.0, max_steps=10)
+    assert hint in str(result.diagnostic)

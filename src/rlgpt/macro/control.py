@@ -106,8 +106,20 @@ def collect_source(name: str) -> str:
         return name
     if name in _ITEM_SOURCE:
         return _ITEM_SOURCE[name]
-    raise ValueError(f"nothing gives {name!r} when collected; collectable: "
+    raise ValueError(f"nothing gives {name!r} when collected{_meant(name)}; collectable: "
                      f"{', '.join(sorted({*_COLLECT, *_ITEM_SOURCE}))}")
+
+
+def _meant(name: str) -> str:
+    """The primitive call that does get `name`, for the error of a call that cannot (" (it is collected:
+    game.gather('coal'))"); "" for a name nothing gets. The 1.5B crafts or places coal, gathers tables."""
+    if name in _COLLECT or name in _ITEM_SOURCE:
+        return f" (it is collected: game.gather({name!r}))"
+    if name in constants.place:
+        return f" (it is placed: game.place_item({name!r}))"
+    if name in constants.make:
+        return f" (it is crafted: game.craft_item({name!r}))"
+    return ""
 
 
 def missing(game: GameAPI, needs: dict[str, int]) -> dict[str, int]:
@@ -697,16 +709,14 @@ def _item_name(item: str, action: str) -> str:
 def _placeable(item: str) -> str:
     item = _item_name(item, "place")
     if item not in constants.place:
-        made = " (it is crafted: game.craft_item)" if item in constants.make else ""
-        raise ValueError(f"cannot place {item!r}{made}; placeable: {', '.join(constants.place)}")
+        raise ValueError(f"cannot place {item!r}{_meant(item)}; placeable: {', '.join(constants.place)}")
     return item
 
 
 def _craftable(item: str) -> str:
     item = _item_name(item, "make")
     if item not in constants.make:
-        placed = f" (it is placed: game.place_item({item!r}))" if item in constants.place else ""
-        raise ValueError(f"cannot craft {item!r}{placed}; craftable: {', '.join(constants.make)}")
+        raise ValueError(f"cannot craft {item!r}{_meant(item)}; craftable: {', '.join(constants.make)}")
     return item
 
 
