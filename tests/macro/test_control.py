@@ -367,3 +367,18 @@ def test_a_primitive_asked_for_what_another_one_gets_names_that_one(call, hint, 
     env.reset(seed=0)
     result = run_macro(env, macro, GameAPI(env.crafter, random.Random(0)), gamma=1.0, max_steps=10)
     assert hint in str(result.diagnostic)
+
+
+def test_rest_at_full_energy_fails_with_a_reason_and_rests_once_tired(env) -> None:
+    code = ('def m(game):\n'
+            '    ok = yield from game.rest()\n'
+            '    yield "noop" if ok else "do"\n')
+    env.reset(seed=0)
+    game = GameAPI(env.crafter, random.Random(0))
+    result = run_macro(env, compile_macro(MacroSource("m", code), api="primitives"), game, gamma=1.0,
+                       max_steps=MAX_STEPS)
+    assert result.steps == 1 and "energy is full" in game.last_failure  # nothing slept: one step, "do"
+    env.crafter._player.inventory["energy"] = 7
+    result = run_macro(env, compile_macro(MacroSource("m", code), api="primitives"), game, gamma=1.0,
+                       max_steps=MAX_STEPS)
+    assert game.achievements["wake_up"] == 1 and game.last_failure == ""

@@ -490,7 +490,8 @@ class GameAPI:
         return control.eat(self, max_steps)
 
     def rest(self, max_steps: int = control.DEFAULT_STEPS) -> control.Actions:
-        """Use `yield from`: sleep until energy is full or the player is woken; True once rested."""
+        """Use `yield from`: sleep until energy is full or the player is woken; True once rested; False at
+        once when energy is already full (crafter lets the player sleep only below that)."""
         return control.rest(self, max_steps)
 
 

@@ -657,6 +657,11 @@ def _attack(game: GameAPI, kind: str, clock: _Clock) -> Actions:
 
 
 def _rest(game: GameAPI, clock: _Clock) -> Actions:
+    if not game.sleeping and game.energy >= _ENERGY_MAX:
+        # crafter ignores `sleep` at full energy: nothing would happen, and a wake_up skill calling rest()
+        # first thing in an episode "succeeded" without a step (every probe call of the measured ones).
+        return _fail(game, f"cannot rest: energy is full ({_ENERGY_MAX} of {_ENERGY_MAX}); crafter lets the "
+                           "player sleep only below that (energy drops by 1 about every 30 steps awake)")
     woke = _count(game, "wake_up")
     while clock.left > 0 and _count(game, "wake_up") == woke:
         if not game.sleeping and game.energy >= _ENERGY_MAX:
