@@ -31,7 +31,9 @@ def test_samples_distinct_candidates_compiles_probes_and_keeps_the_best(client: 
     phases: list[str] = []
     agent = FastAgent(client, CONFIG, on_phase=phases.append)
     choice = agent.write_macro("collect_wood", CHOP)
-    assert [c.index for c in choice.candidates] == [0, 1]
+    # Two samples; one that repeats an earlier reply word for word is counted, not tried again.
+    assert choice.search.sampled == 2 and choice.search.tried + choice.search.repeats == 2
+    assert [c.index for c in choice.candidates] == list(range(choice.search.tried))
     # Candidate i was sampled at temperature > 0 with its own seed, so both are real model calls.
     first_calls = [r for r in recording.requests if len(r[0]) == 2]
     assert [r[2].seed for r in first_calls] == [0, 1] and all(r[2].temperature > 0 for r in first_calls)

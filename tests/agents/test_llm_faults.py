@@ -129,12 +129,15 @@ def test_check_goals_repairs_garbled_goals() -> None:
                            sub("make_stone_pickaxe", "collect_stone")]}
     fixed, notes = check_goals(data, "make_stone_pickaxe")
     goals = [s["goal"] for s in fixed["subactions"]]
-    # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped.
-    assert goals == ["collect_wood", "coal", "", "make_stone_pickaxe"]
-    assert len(notes) == 5 and any("moonwalk" in n and "dropped" in n for n in notes)
+    # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped; the
+    # chain's links no goal covers (the table, the wood pickaxe, the stone) inserted before the last.
+    assert goals == ["collect_wood", "coal", "", "place_table", "make_wood_pickaxe", "collect_stone",
+                     "make_stone_pickaxe"]
+    assert len(notes) == 8 and any("moonwalk" in n and "dropped" in n for n in notes)
+    assert sum(n.startswith("inserted") for n in notes) == 3
     assert data["subactions"][3]["goal"] == "collect_stone"  # the input is not modified
     # Its goal was another step's, and so was its description: the recipe's replaces it.
-    assert fixed["subactions"][3]["description"].startswith("make_stone_pickaxe: uses 1 wood, 1 stone")
+    assert fixed["subactions"][-1]["description"].startswith("make_stone_pickaxe: uses 1 wood, 1 stone")
     assert [s["description"] for s in fixed["subactions"][:3]] == ["d", "d", "d"]
     Decomposition.from_dict(fixed)
 
@@ -156,16 +159,23 @@ STEPS = [sub("get_wood", "wood"), sub("get_iron", "iron"), sub("pickaxe", "wood_
          sub("stone", "collect_stone"), sub("iron_pickaxe", "make_iron_pickaxe")]
 
 
-@pytest.mark.parametrize("task, kept", [("collect_iron", ["get_wood", "get_iron"]),
-                                        ("collect_wood", ["get_wood"]),
-                                        ("make_wood_pickaxe+collect_stone",
-                                         ["get_wood", "get_iron", "pickaxe", "stone"])])
-def test_check_goals_drops_what_comes_after_the_tasks_achievements(task: str, kept: list[str]) -> None:
+@pytest.mark.parametrize("task, kept, inserted", [
+    ("collect_iron", ["get_wood", "get_iron"],
+     ["get_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe", "get_iron"]),
+    ("collect_wood", ["get_wood"], ["get_wood"]),
+    ("make_wood_pickaxe+collect_stone", ["get_wood", "get_iron", "pickaxe", "stone"],
+     ["get_wood", "get_iron", "place_table", "pickaxe", "stone"])])
+def test_check_goals_drops_what_comes_after_the_tasks_achievements(task: str, kept: list[str],
+                                                                     inserted: list[str]) -> None:
     """The task's episode ends when its achievements are unlocked: later sub-actions never run (the small
-    model appends the tech tree's next step, e.g. an iron pickaxe after collecting iron)."""
+    model appends the tech tree's next step, e.g. an iron pickaxe after collecting iron). The chain's links
+    left out are inserted before the first later link (iron needs the stone pickaxe, and so on)."""
     fixed, notes = check_goals({"subactions": STEPS}, task)
-    assert [s["name"] for s in fixed["subactions"]] == kept
+    names = [s["name"] for s in fixed["subactions"]]
+    assert [n for n in names if n in {s["name"] for s in STEPS}] == kept and names == inserted
     assert sum("after the task's achievements" in n for n in notes) == len(STEPS) - len(kept)
+    # Without the recipes in the prompt nothing is inserted (the plan's knowledge stays the model's).
+    assert [s["name"] for s in check_goals({"subactions": STEPS}, task, "rules")[0]["subactions"]] == kept
 
 
 def test_check_goals_keeps_every_step_before_an_uncovered_task() -> None:

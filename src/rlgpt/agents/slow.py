@@ -147,10 +147,15 @@ def recipe_chain(task: str, start: StartSummary | None = None) -> tuple[str, ...
     limit = _max_subactions()
     if is_benchmark(task):
         return benchmark_plan(start.unlocked if start is not None else ())[:limit]
+    return task_chain(task, start)[-limit:]
+
+
+def task_chain(task: str, start: StartSummary | None = None) -> tuple[str, ...]:
+    """The whole prerequisite chain of an achievement task (one, ``a+b``) from crafter's recipes; from a
+    chain's `start` only the steps it still needs (`remaining_chain`)."""
     targets = task_targets(task)
-    chain = (prerequisite_chain(targets) if start is None
-             else remaining_chain(targets, start.unlocked, dict(start.inventory)))
-    return chain[-limit:]
+    return (prerequisite_chain(targets) if start is None
+            else remaining_chain(targets, start.unlocked, dict(start.inventory)))
 
 
 def recipe_decomposition(task: str, start: StartSummary | None = None) -> Decomposition:
@@ -208,7 +213,12 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
       the rest of the chain does not need again (`remaining_chain`) is dropped: the small model copies the
       chain's prefix although the prompt says it is done;
     - sub-actions after the ones that unlock every task achievement are dropped: the task's episode ends at
-      that success, so they never run (the small model appends a next step of the tech tree).
+      that success, so they never run (the small model appends a next step of the tech tree);
+    - at `env_doc` ``full`` (the prompt listed the chain), a link of the task's recipe chain that no
+      sub-action's goal covers is inserted as a coded sub-action before the first sub-action of a later
+      link, when the whole chain fits the schema's ``maxItems`` and there is room (longer chains go through
+      the task planner): the small model leaves links out (place_stone's plan went from the table to
+      the stone, without the wood pickaxe crafter needs to mine it, and every later macro failed).
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -264,7 +274,34 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             notes.append(f"{dropped.get('name')!r} dropped to make room for the task's achievement")
         subs.append(added)
         notes.append(f"appended {target!r}: no sub-action had the task's achievement as its goal")
+    if env_doc == "full" and targets:
+        notes.extend(_insert_missing_links(subs, task_chain(task, start), env_doc))
     return data, notes
+
+
+def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str) -> list[str]:
+    """Insert into `subs` (in place) a coded sub-action for each link of `chain` no sub-action's goal covers,
+    before the first sub-action whose goal is a later link (`check_goals`); one note per insertion."""
+    if len(chain) > _max_subactions():  # only the chain's last steps fit: the planner's tasks
+        return []
+    notes: list[str] = []
+
+    def link_of(sub: Any) -> int | None:
+        goal = sub.get("goal") if isinstance(sub, dict) else None
+        return next((i for i, a in enumerate(chain) if goal_covers(goal, a)), None)
+
+    for i, link in enumerate(chain):
+        if any(link_of(sub) == i for sub in subs):
+            continue
+        if len(subs) >= _max_subactions():
+            notes.append(f"{link!r} is a link of the recipe chain no sub-action has as its goal; no room to "
+                         f"insert it")
+            continue
+        at = next((j for j, sub in enumerate(subs) if (k := link_of(sub)) is not None and k > i), len(subs))
+        subs.insert(at, _recipe_subaction(link, "inserted: the reply left out this link of the recipe chain",
+                                          env_doc))
+        notes.append(f"inserted {link!r} at {at}: no sub-action had this link of the recipe chain as goal")
+    return notes
 
 
 @dataclass
