@@ -140,10 +140,14 @@ SURVIVAL_LINES = {
     "eat_plant": "`do` facing a ripe plant: a sapling placed with place_plant ripens after about 300 steps",
     "defeat_zombie": "hit a zombie with `do` until it dies (zombies walk on grass, more at night)",
     "defeat_skeleton": "hit a skeleton with `do` until it dies (skeletons live in dark tunnels)",
-    "wake_up": "sleep while energy is below its maximum; waking up when energy is full unlocks it",
+    "wake_up": "the `sleep` action while energy is below its maximum (energy starts full and drops by 1 "
+               "about every 30 steps awake; `sleep` at full energy does nothing); waking up when energy is "
+               "full again unlocks it",
 }
-"""How each achievement no recipe gives is unlocked (crafter's ``Player._do_object``, ``_do_material`` and
-``Plant.ripe``: ``grown > 300``), for `requirement_lines` and the fallbacks' sub-action descriptions."""
+"""How each achievement no recipe gives is unlocked (crafter's ``Player._do_object``, ``_do_material``,
+``Plant.ripe``: ``grown > 300``, and ``Player.update``/``_fatigue``: energy -1 after 30 steps awake, sleep
+only below the maximum), for `requirement_lines` and the fallbacks' sub-action descriptions. The 1.5B's
+wake_up skills slept (or called `rest()`) first thing in a fresh world, where nothing happens."""
 
 
 def achievement_requirements() -> dict[str, frozenset[str]]:
