@@ -105,11 +105,10 @@ def test_a_reply_that_redoes_the_chains_prefix_keeps_only_what_is_missing() -> N
     assert [s["goal"] for s in fixed["subactions"]] == ["collect_wood", "make_stone_pickaxe"]
     assert len(notes) == 3 and all("unlocked at the start" in n for n in notes)
     assert check_goals(reply, "make_stone_pickaxe", "full")[0] == reply  # a fresh world: nothing dropped
-    # A reply of only done steps: the task's own step comes back (appended), never an empty plan, and the
-    # wood it uses (none held) before it.
+    # A reply of only done steps: the task's own step comes back (appended), never an empty plan.
     only_done, _ = check_goals({"subactions": [sub("table", "place_table")]}, "make_stone_pickaxe", "full",
                                AFTER_STONE)
-    assert [s["goal"] for s in only_done["subactions"]] == ["collect_wood", "make_stone_pickaxe"]
+    assert [s["goal"] for s in only_done["subactions"]] == ["make_stone_pickaxe"]
 
 
 def test_starting_from_keeps_what_the_roles_were_constructed_with() -> None:

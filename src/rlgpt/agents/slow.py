@@ -214,11 +214,13 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
       chain's prefix although the prompt says it is done;
     - sub-actions after the ones that unlock every task achievement are dropped: the task's episode ends at
       that success, so they never run (the small model appends a next step of the tech tree);
-    - at `env_doc` ``full`` (the prompt listed the chain), a link of the task's recipe chain that no
-      sub-action's goal covers is inserted as a coded sub-action before the first sub-action of a later
-      link, when the whole chain fits the schema's ``maxItems`` and there is room (longer chains go through
-      the task planner): the small model leaves links out (place_stone's plan went from the table to
-      the stone, without the wood pickaxe crafter needs to mine it, and every later macro failed).
+    - at `env_doc` ``full`` (the prompt listed the chain), a tool or station link of the task's recipe
+      chain (a make_ or place_ achievement) that no sub-action's goal covers is inserted as a coded
+      sub-action before the first sub-action of a later link, when the whole chain fits the schema's
+      ``maxItems`` and there is room (longer chains go through the task planner): the small model leaves
+      links out (place_stone's plan went from the table to the stone, without the wood pickaxe crafter
+      needs to mine it, and every later macro failed). A missing collect_ link is not inserted: the macro
+      that uses the material gathers it (one `gather` call, or a stored skill it composes).
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -280,8 +282,9 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
 
 
 def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str) -> list[str]:
-    """Insert into `subs` (in place) a coded sub-action for each link of `chain` no sub-action's goal covers,
-    before the first sub-action whose goal is a later link (`check_goals`); one note per insertion."""
+    """Insert into `subs` (in place) a coded sub-action for each tool or station link of `chain` no
+    sub-action's goal covers, before the first sub-action whose goal is a later link (`check_goals`); one
+    note per insertion."""
     if len(chain) > _max_subactions():  # only the chain's last steps fit: the planner's tasks
         return []
     notes: list[str] = []
@@ -291,7 +294,7 @@ def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str)
         return next((i for i, a in enumerate(chain) if goal_covers(goal, a)), None)
 
     for i, link in enumerate(chain):
-        if any(link_of(sub) == i for sub in subs):
+        if not link.startswith(("make_", "place_")) or any(link_of(sub) == i for sub in subs):
             continue
         if len(subs) >= _max_subactions():
             notes.append(f"{link!r} is a link of the recipe chain no sub-action has as its goal; no room to "
