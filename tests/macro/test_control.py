@@ -382,3 +382,19 @@ def test_rest_at_full_energy_fails_with_a_reason_and_rests_once_tired(env) -> No
     result = run_macro(env, compile_macro(MacroSource("m", code), api="primitives"), game, gamma=1.0,
                        max_steps=MAX_STEPS)
     assert game.achievements["wake_up"] == 1 and game.last_failure == ""
+
+
+def test_exploring_for_a_station_placed_earlier_heads_back_to_it(env) -> None:
+    # The prefix left its table out of view; explore("table") walks back to where it was seen (the game
+    # object that placed it remembers), within the distance walked away and a few side steps. (On this seed
+    # exploring without the memory does not see the table in 40 steps.)
+    env.reset(seed=3)
+    game = GameAPI(env.crafter, random.Random(3))
+    run_macro(env, compile_macro(LEAVE), game, gamma=1.0, max_steps=MAX_STEPS)
+    assert game.nearest("table") is None and "table" in game._stations
+    code = ('def m(game):\n'
+            '    ok = yield from game.explore("table", max_steps=20)\n'
+            '    yield "noop" if ok else "do"\n')
+    result = run_macro(env, compile_macro(MacroSource("m", code), api="primitives"), game, gamma=1.0,
+                       max_steps=MAX_STEPS)
+    assert game.nearest("table") is not None and game.last_failure == "" and result.steps <= 21
