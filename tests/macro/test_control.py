@@ -327,6 +327,25 @@ def test_a_game_object_started_mid_episode_recalls_the_stations_the_prefix_place
     assert game.achievements["make_wood_pickaxe"] == (1 if recall else 0)
 
 
+def test_recalled_stations_cover_a_world_of_any_size_and_take_the_nearest() -> None:
+    # A world larger than crafter's default 64x64: a table 70 tiles from the player is still recalled, and of
+    # two tables the nearer one is kept.
+    import crafter
+
+    world_env = crafter.Env(area=(192, 192), seed=0)
+    world_env.reset()
+    game = GameAPI(world_env, random.Random(0))
+    px, py = game.pos
+    far, farther = (px - 70, py), (px + 3, py + 75)
+    world_env._world[far] = "table"
+    game._new_episode()
+    assert game._stations == {"table": far}
+    world_env._world[farther] = "table"  # 78 tiles away: the nearer one stays
+    world_env._world[(px, py - 20)] = "furnace"
+    game._new_episode()
+    assert game._stations == {"table": far, "furnace": (px, py - 20)}
+
+
 def test_a_new_episode_forgets_the_last_episode_s_stations() -> None:
     from rlgpt.macro.runtime import MacroActionWrapper
 

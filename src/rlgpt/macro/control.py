@@ -142,10 +142,6 @@ def _listed(items: dict[str, int]) -> str:
     return ", ".join(f"{n} {name}" for name, n in items.items())
 
 
-_WORLD = 64
-"""Side of crafter's world (its default area): a window twice as wide around the player covers all of it."""
-
-
 def recall_stations(game: GameAPI) -> None:
     """Start the game object's station memory for an episode: forget the last episode's, and note the
     nearest table and furnace the world already holds. Crafter's world generation makes none, so each was
@@ -155,15 +151,16 @@ def recall_stations(game: GameAPI) -> None:
     wherever the prefix's table was out of view (`craft_item` knew of no table and never builds one)."""
     game._stations = {}
     px, py = game._view.pos()
-    span = 2 * _WORLD + 1
-    mat, obj = np.zeros((span, span), np.uint8), np.zeros((span, span), np.uint8)
-    game._view.window(px - _WORLD, py - _WORLD, mat, obj)
+    # The whole world, whatever its size: one read of its material map (4,096 tiles in crafter's default).
+    w, h = game._view.area()
+    mat, obj = np.zeros((w, h), np.uint8), np.zeros((w, h), np.uint8)
+    game._view.window(0, 0, mat, obj)
     for station in _STATIONS:
         # The view arrays hold crafter's material ids: 1 + the index in MATERIALS.
         found = np.argwhere(mat == MATERIALS.index(station) + 1)
         if len(found):
-            i, j = min(found.tolist(), key=lambda t: abs(t[0] - _WORLD) + abs(t[1] - _WORLD))
-            game._stations[station] = (px - _WORLD + i, py - _WORLD + j)
+            i, j = min(found.tolist(), key=lambda t: abs(t[0] - px) + abs(t[1] - py))
+            game._stations[station] = (i, j)
 
 
 def _remember_stations(game: GameAPI) -> None:

@@ -65,6 +65,10 @@ class GameView(Protocol):
         """crafter's daylight."""
         ...
 
+    def area(self) -> tuple[int, int]:
+        """``(width, height)`` of the whole world, in tiles."""
+        ...
+
     def window(self, x0: int, y0: int, mat: np.ndarray, obj: np.ndarray) -> None:
         """Fill the view arrays (`rlgpt.macro.queries`) of the tiles from ``(x0, y0)`` on."""
         ...
@@ -110,6 +114,10 @@ class CrafterView:
 
     def daylight(self) -> float:
         return float(self.game._world.daylight)
+
+    def area(self) -> tuple[int, int]:
+        w, h = self.game._world.area
+        return int(w), int(h)
 
     def window(self, x0: int, y0: int, mat: np.ndarray, obj: np.ndarray) -> None:
         world = self.game._world
@@ -167,6 +175,10 @@ class EngineView:
 
     def daylight(self) -> float:
         return float(self.batch.state.flt[self.row, kernels.DAYLIGHT])
+
+    def area(self) -> tuple[int, int]:
+        _, w, h = self.batch.state.mat.shape
+        return int(w), int(h)
 
     def window(self, x0: int, y0: int, mat: np.ndarray, obj: np.ndarray) -> None:
         S = self.batch.state
