@@ -525,19 +525,21 @@ class AgentConfig:
     reward_dry_run_steps: int = 20
     """Random steps a compiled reward is run for before training; a runtime failure is repaired like a
     compile error."""
-    api: str = "expert"
+    api: str = "primitives"
     """What macro code may use of the game object, documented in every prompt and enforced by the compiler
-    (`rlgpt.macro.api.API_LEVELS`): ``basic`` (queries and moves only), ``primitives`` (also the control
-    primitives `game.gather`, `game.place_item`, `game.craft_item`, `game.walk_to`, ...: each does one thing
-    and fails with `game.last_failure` set when a prerequisite is missing) or ``expert`` (also
-    `game.collect`, `game.place`, `game.craft`, which solve their own prerequisites). ``skills`` is the old
-    name of ``expert`` and still loads (with a warning)."""
-    goal_fallback: bool = True
+    (`rlgpt.macro.api.API_LEVELS`): ``basic`` (queries and moves only), ``primitives`` (the default: also the
+    control primitives `game.gather`, `game.place_item`, `game.craft_item`, `game.walk_to`, ...: each does one
+    thing and fails with `game.last_failure` set when a prerequisite is missing) or ``expert`` (also
+    `game.collect`, `game.place`, `game.craft`, which solve their own prerequisites: one call is a whole
+    chain, reported as expert code's level). ``skills`` is the old name of ``expert`` and still loads (with a
+    warning)."""
+    goal_fallback: bool = False
     """When no sampled macro of a coded sub-action reached its goal in every probe call, also probe the
     trusted one-call goal macro (`rlgpt.macro.control.goal_macro_code`, expert code such as
     ``yield from game.collect("stone")``) and keep it if it probes better (its source is ``expert`` in
-    ``fast.json``, the summary and the report). Off for results on the model's own code
-    (``--set agents.api=primitives --set agents.goal_fallback=false``); never at ``api: basic``."""
+    ``fast.json``, the summary and the report). Off by default: results are the model's own code and RL's;
+    expert code is one flag away (``--set agents.api=expert --set agents.goal_fallback=true``) and is
+    reported as such. Never at ``api: basic``."""
     critic_max_chars: int = 6000
     """Upper bound on the evaluation/probe/diagnostics text in the critic's prompt."""
     env_doc: str = "full"

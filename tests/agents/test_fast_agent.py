@@ -171,8 +171,11 @@ STONE = SubAction("get_stone", "mine one stone", "code", "stone", "a walking loo
 IDLE = "```python\ndef get_stone(game):\n    for i in range(3):\n        yield \"noop\"\n```"
 
 
-@pytest.mark.parametrize("knobs, offered", [({}, True), ({"goal_fallback": False}, False),
-                                            ({"api": "basic"}, False), ({"api": "primitives"}, True)])
+@pytest.mark.parametrize("knobs, offered", [
+    ({}, False),  # the default: no expert code
+    ({"goal_fallback": True, "api": "expert"}, True),
+    ({"goal_fallback": True, "api": "basic"}, False),
+    ({"goal_fallback": True, "api": "primitives"}, True)])
 def test_a_sub_action_no_sample_reaches_gets_the_trusted_goal_macro_when_it_probes_better(
         client: LLMClient, recording: Recording, knobs: dict, offered: bool) -> None:
     config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0, code_max_tokens=256,
@@ -237,7 +240,7 @@ def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(
     agent = FastAgent(client, AgentConfig(samples=1, repair_retries=0, probe_repair_retries=0,
                                           probe_seeds=(0,), probe_max_steps=200, goal_fallback=False))
     plain = agent.macro_messages("place_table", CHOP)[1]["content"]
-    wood = 'def get_wood(game):\n    ok = yield from game.collect("wood", 2)\n'
+    wood = 'def get_wood(game):\n    ok = yield from game.gather("wood", 2)\n'
     agent = FastAgent(client, agent.config,
                       code_skills={"get_wood": CodeSkill("get_wood", "collect two wood", "wood", wood, 1.0)})
     messages = agent.macro_messages("place_table", CHOP)
@@ -253,7 +256,7 @@ def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(
 def test_the_trusted_goal_macro_is_probed_before_a_revision_is_asked_for(client: LLMClient,
                                                                          recording: Recording) -> None:
     config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=1, code_max_tokens=256,
-                         probe_seeds=(0, 1), probe_max_steps=200)
+                         probe_seeds=(0, 1), probe_max_steps=200, goal_fallback=True)
     agent = FastAgent(client, config)
     record_reply(client, agent.macro_messages("collect_stone", STONE), IDLE, agent._sampling(0))
     choice = agent.write_macro("collect_stone", STONE)
@@ -265,7 +268,7 @@ def test_the_trusted_goal_macro_is_probed_before_a_revision_is_asked_for(client:
 def test_a_compile_error_is_not_repaired_once_the_trusted_goal_macro_reaches_the_goal(
         client: LLMClient, recording: Recording) -> None:
     config = AgentConfig(samples=2, repair_retries=2, probe_repair_retries=1, code_max_tokens=256,
-                         probe_seeds=(0, 1), probe_max_steps=200)
+                         probe_seeds=(0, 1), probe_max_steps=200, goal_fallback=True)
     agent = FastAgent(client, config)
     broken = "```python\ndef get_stone(game):\n    import os\n    yield \"noop\"\n```"
     record_reply(client, agent.macro_messages("collect_stone", STONE), broken, agent._sampling(0))
@@ -285,7 +288,7 @@ def test_a_revision_revises_the_models_own_candidate_when_the_goal_macro_fails_t
         client: LLMClient, recording: Recording) -> None:
     # 8 steps are too few for the goal macro to get a pickaxe and mine from a fresh world.
     config = AgentConfig(samples=1, repair_retries=0, probe_repair_retries=1, code_max_tokens=256,
-                         probe_seeds=(0,), probe_max_steps=8)
+                         probe_seeds=(0,), probe_max_steps=8, goal_fallback=True)
     agent = FastAgent(client, config)
     record_reply(client, agent.macro_messages("collect_stone", STONE), IDLE, agent._sampling(0))
     choice = agent.write_macro("collect_stone", STONE)

@@ -111,7 +111,8 @@ def test_the_summary_the_progress_line_and_the_report_say_who_wrote_the_code(
 @pytest.mark.parametrize("api", ["expert", "primitives"])
 def test_a_code_baseline_whose_policy_is_the_goal_macro_is_marked_expert(tmp_path: Path, api: str) -> None:
     # The model's policy never reaches the goal; the trusted goal macro (expert code at any level) does.
-    cfg = smoke_config(tmp_path, "mode=code", f"task={TASK}", f"agents.api={api}", "eval_episodes=2",
+    cfg = smoke_config(tmp_path, "mode=code", f"task={TASK}", f"agents.api={api}",
+                       "agents.goal_fallback=true", "eval_episodes=2",
                        "agents.samples=1", "agents.probe_repair_retries=0")
     fast = FastAgent(build_client(cfg.llm), cfg.agents)
     idle = "```python\ndef policy(game):\n    for i in range(3):\n        yield \"noop\"\n```"

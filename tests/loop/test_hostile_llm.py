@@ -96,11 +96,11 @@ def test_a_run_whose_every_reply_is_garbage_finishes(hostile_server: dict, tmp_p
     slow = json.loads((first / "slow.json").read_text())
     assert slow["fallback"] == "recipe_graph" and slow["decomposition"]["subactions"]
     fast = json.loads((first / "fast.json").read_text())
-    # Nothing the server wrote became code: a kept macro is the trusted goal macro (not the model's), the
+    # Nothing the server wrote became code: no macro is kept (the defaults offer no expert goal macro), the
     # setup is the defaults.
+    assert fast["macros"]
     for choice in fast["macros"]:
-        kept = [c for c in choice["candidates"] if c["index"] == choice["best"]]
-        assert all(c["fallback"] for c in kept), choice
+        assert choice["best"] is None and not any(c["fallback"] for c in choice["candidates"]), choice
     assert fast["fallback"] == "setup_defaults"
     training = json.loads((first / "training.json").read_text())
     assert training["ok"], training["error"]

@@ -151,8 +151,8 @@ def test_ablation_runs_get_their_own_column(tmp_path: Path) -> None:
             summary(TASK, "rlgpt", 0, 0.4, None, "agents.env_doc=rules", "agents.examples=false"),
             summary(TASK, "code", 0, 0.3, None, "agents.examples=false"),
             summary(TASK, "ppo", 0, 0.2, None, "agents.env_doc=none")]  # ppo has no prompts: no label
-    assert runs[1]["prompt_knowledge"] == {"env_doc": "none", "examples": True, "api": "expert",
-                                           "goal_fallback": True}
+    assert runs[1]["prompt_knowledge"] == {"env_doc": "none", "examples": True, "api": "primitives",
+                                           "goal_fallback": False}
     table = table2(runs)
     assert table.columns == ["task", "ppo", "code[examples=off]", "rlgpt", "rlgpt[env_doc=none]",
                              "rlgpt[env_doc=rules,examples=off]"]
@@ -161,30 +161,36 @@ def test_ablation_runs_get_their_own_column(tmp_path: Path) -> None:
 
 def test_the_api_ablation_gets_its_own_column_and_basic_ignores_the_fallback(tmp_path: Path) -> None:
     basic = ("agents.api=basic", "agents.goal_fallback=false")
+    expert = ("agents.api=expert", "agents.goal_fallback=true")
     runs = [summary(TASK, "rlgpt", 0, 0.9), summary(TASK, "rlgpt", 1, 0.7),
             summary(TASK, "rlgpt", 0, 0.2, None, *basic),
-            summary(TASK, "rlgpt", 1, 0.4, None, "agents.api=basic"),  # no fallback at basic either way
-            summary(TASK, "rlgpt", 0, 0.5, None, "agents.goal_fallback=false"),
+            summary(TASK, "rlgpt", 1, 0.4, None, "agents.api=basic", "agents.goal_fallback=true"),  # no
+            # fallback at basic either way
+            summary(TASK, "rlgpt", 0, 0.5, None, *expert),
             summary(TASK, "code", 0, 1.0), summary(TASK, "code", 0, 0.0, None, *basic)]
     assert runs[2]["prompt_knowledge"] == {"env_doc": "full", "examples": True, "api": "basic",
                                            "goal_fallback": False}
+    # Today's defaults (primitives, no fallback) are the plain column.
+    assert runs[0]["prompt_knowledge"] == {"env_doc": "full", "examples": True, "api": "primitives",
+                                           "goal_fallback": False}
     table = table2(runs)
     assert table.columns == ["task", "code", "code[api=basic]", "rlgpt", "rlgpt[api=basic]",
-                             "rlgpt[goal_fallback=off]"]
+                             "rlgpt[api=expert,goal_fallback=on]"]
     assert table.rows[0][1:3] == ["1.00 (n=1)", "0.00 (n=1)"]
     assert table.rows[0][4].startswith("0.30 ± 0.14 (n=2")
-    # A summary from before these keys: the defaults (expert, fallback on), the plain column; one that
-    # names the old level ``skills`` too.
-    old = summary(TASK, "rlgpt", 2, 0.8)
+    # A summary from before these keys had that time's defaults (expert, fallback on): the expert column;
+    # one that names the old level ``skills`` too.
+    old = summary(TASK, "rlgpt", 2, 0.5)
     old["prompt_knowledge"] = {"env_doc": "full", "examples": True}
-    older = summary(TASK, "rlgpt", 3, 0.8)
+    older = summary(TASK, "rlgpt", 3, 0.5)
     older["prompt_knowledge"] = {"env_doc": "full", "examples": True, "api": "skills", "goal_fallback": True}
-    assert table2([*runs[:2], old, older]).rows[0][1].startswith("0.80 ± 0.08 (n=4")
-    # The primitives level, with and without the fallback (it exists at every level but basic).
-    prim = [summary(TASK, "rlgpt", 0, 0.6, None, "agents.api=primitives"),
-            summary(TASK, "rlgpt", 0, 0.5, None, "agents.api=primitives", "agents.goal_fallback=false")]
-    assert table2(prim).columns == ["task", "rlgpt[api=primitives]",
-                                    "rlgpt[api=primitives,goal_fallback=off]"]
+    table = table2([*runs[:2], runs[4], old, older])
+    assert table.columns == ["task", "rlgpt", "rlgpt[api=expert,goal_fallback=on]"]
+    assert table.rows[0][2].startswith("0.50 ± 0.00 (n=3")
+    # Each knob alone away from the defaults.
+    one = [summary(TASK, "rlgpt", 0, 0.6, None, "agents.api=expert"),
+           summary(TASK, "rlgpt", 0, 0.5, None, "agents.goal_fallback=true")]
+    assert table2(one).columns == ["task", "rlgpt[api=expert]", "rlgpt[goal_fallback=on]"]
 
 
 def test_code_that_never_compiled_is_reported_as_unplayed_not_as_unrecorded(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgpt import layout, rundir
+from rlgpt.config import AgentConfig
 from rlgpt.errors import RlgptError
 from rlgpt.macro.api import DEPRECATED_LEVELS
 from rlgpt.run.ledger import STEP_KINDS  # the order the steps table shows them (others a run reports follow)
@@ -80,27 +81,33 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> list[RunSummary]:
 
 # -- grouping -------------------------------------------------------------------------------------------
 
+LEGACY_KNOWLEDGE = {"api": "expert", "goal_fallback": True}
+"""What a summary recorded before ``api`` / ``goal_fallback`` were in its ``prompt_knowledge`` had: the
+defaults of that time (expert code offered)."""
+
+
 def variant(summary: RunSummary) -> str:
-    """A run's column: its mode, with the agents' ablation knobs that differ from the defaults
-    (``rlgpt[env_doc=none,examples=off]``, ``code[api=basic]``, ``rlgpt[goal_fallback=off]``); runs without
-    ``prompt_knowledge`` (or without its ``api``/``goal_fallback``, which came later) had the defaults, and
-    ``ppo`` has no agents. ``goal_fallback`` is not labelled at ``api: basic``: there is no fallback there
-    either way (`AgentConfig.goal_fallback`), so those runs share one column. ``skills``, the old name of
+    """A run's column: its mode, with the agents' ablation knobs that differ from today's defaults
+    (`rlgpt.config.AgentConfig`: ``rlgpt[env_doc=none,examples=off]``, ``code[api=basic]``,
+    ``rlgpt[api=expert,goal_fallback=on]``); a summary without ``api``/``goal_fallback`` (they came later)
+    had `LEGACY_KNOWLEDGE`, and ``ppo`` has no agents. ``goal_fallback`` is not labelled at ``api: basic``:
+    there is no fallback there either way, so those runs share one column. ``skills``, the old name of
     ``expert``, reads as ``expert``."""
     mode = summary.mode
-    knowledge = summary.prompt_knowledge or {}
+    knowledge = {**LEGACY_KNOWLEDGE, **(summary.prompt_knowledge or {})}
+    defaults = AgentConfig()
     parts = []
     if mode in LLM_MODES:
         if knowledge.get("env_doc", "full") != "full":
             parts.append(f"env_doc={knowledge['env_doc']}")
         if knowledge.get("examples", True) is False:
             parts.append("examples=off")
-        api = knowledge.get("api", "expert")
-        api = DEPRECATED_LEVELS.get(api, api)
-        if api != "expert":
+        api = DEPRECATED_LEVELS.get(knowledge["api"], knowledge["api"])
+        if api != defaults.api:
             parts.append(f"api={api}")
-        if api != "basic" and knowledge.get("goal_fallback", True) is False:
-            parts.append("goal_fallback=off")
+        fallback = bool(knowledge["goal_fallback"])
+        if api != "basic" and fallback != defaults.goal_fallback:
+            parts.append(f"goal_fallback={'on' if fallback else 'off'}")
     return f"{mode}[{','.join(parts)}]" if parts else mode
 
 
