@@ -91,6 +91,22 @@ def test_a_repair_round_carries_the_failing_line_the_last_actions_and_the_invent
     assert choice.search.rounds == 2 and choice.search.stopped == "rounds" and choice.search.won is None
 
 
+def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_refused_its_craft() -> None:
+    # Presses the craft with nothing held and no table, then returns: the call "succeeded" as a program
+    # but never reached its goal, and the prompt says so and why crafter did nothing.
+    press = 'def craft(game):\n    yield "make_wood_pickaxe"\n'
+    sub = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
+    backend = Scripted(lambda messages, schema, s: fenced(press))
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(0,), probe_max_steps=16,
+        goal_fallback=False))
+    agent.write_macro("make_wood_pickaxe", sub)
+    prompt = backend.requests[1][0][-1]["content"]
+    assert "it returned after 1 steps without reaching its goal" in prompt
+    assert "ended with success" not in prompt
+    assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
+
+
 def test_no_round_starts_once_the_search_budget_is_spent() -> None:
     backend = Scripted(lambda messages, schema, s: IDLE, delay_s=0.05)
     agent = FastAgent(LLMClient(backend), AgentConfig(
@@ -181,7 +197,9 @@ def test_a_carried_macro_that_misses_the_goal_here_is_one_candidate_and_the_mode
     idle = CarriedMacro("chop_tree", IDLE_CODE, "iter_000")
     choice = agent.write_macro("collect_wood", CHOP, carried=idle)
     assert choice.candidates[0].carried_from == "iter_000" and not choice.candidates[0].reached
-    assert choice.search.stopped == "goal" and choice.best is choice.candidates[2]  # the model's seed 1
+    # The model's seed 0 wrote the carried program again (a repeat, not probed again); seed 1 won.
+    assert choice.search.stopped == "goal" and choice.search.repeats == 1
+    assert choice.best is choice.candidates[1] and choice.best.seed == 1
     assert choice.best.carried_from is None and len(backend.requests) == 4
 
 
@@ -212,3 +230,16 @@ def test_a_sub_action_the_critic_named_is_searched_though_its_carried_macro_reac
     choice = agent.write_macro("collect_wood", CHOP, carried=good, search_anyway=True)
     assert choice.search.sampled > 0 and choice.search.stopped == "rounds"
     assert choice.best is choice.candidates[0] and choice.best.carried_from == "iter_000"  # nothing beat it
+
+
+def test_a_reply_with_the_same_program_in_other_words_is_a_repeat_too() -> None:
+    # A revision that returns its input with a new comment and other spacing: the same program, not probed
+    # again; a program that differs in one statement is a new candidate.
+    variants = {0: IDLE, 1: fenced("# walk nowhere\n" + IDLE_CODE.replace("range(3)", "range( 3 )")),
+                2: fenced(IDLE_CODE.replace("range(3)", "range(4)"))}
+    backend = Scripted(lambda messages, schema, s: variants[s.seed])
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=3, repair_retries=0, probe_repair_retries=0, probe_seeds=(0,), probe_max_steps=16,
+        goal_fallback=False))
+    stats = agent.write_macro("collect_wood", CHOP).search
+    assert (stats.sampled, stats.tried, stats.repeats) == (3, 2, 1)

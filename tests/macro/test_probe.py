@@ -112,6 +112,26 @@ def push(game):
     assert all(t in ("move_left", "move_right", "move_up", "move_down") for t in moved)
 
 
+def test_a_craft_or_place_crafter_refuses_says_why(env: CrafterEnv) -> None:
+    # A fresh world: nothing held, no table. What the repair prompt shows beside each refused action.
+    first = probe_macro("def act(game):\n    yield 'make_wood_pickaxe'\n    yield 'place_table'\n",
+                        seeds=(0,), env=env).calls[0]
+    assert first.trace[0].endswith("(refused: lacks 1 wood; no table nearby)"), first.trace
+    assert "(refused: lacks 2 wood" in first.trace[1], first.trace
+    # With a table placed beside it: crafting without wood lacks only the wood; then it works (no note).
+    code = ("def act(game):\n    ok = yield from game.gather('wood', n=2)\n"
+            "    ok = yield from game.place_item('table')\n    yield 'make_wood_pickaxe'\n"
+            "    ok = yield from game.gather('wood', n=1)\n    ok = yield from game.walk_to('table')\n"
+            "    yield 'make_wood_pickaxe'\n")
+    call = probe_macro(code, seeds=(0,), env=env, max_steps=200, goal="make_wood_pickaxe").calls[0]
+    assert call.reached_goal, call
+    crafts = [t for t in call.trace if t.startswith("make_wood_pickaxe")]
+    assert len(crafts) == 2 and crafts[0].endswith("(refused: lacks 1 wood)"), call.trace
+    assert "refused" not in crafts[1], call.trace
+    placed = [t for t in call.trace if t.startswith("place_table")]
+    assert len(placed) == 1 and "refused" not in placed[0], call.trace
+
+
 # The model's usual slip: the goal holds, but the macro never returns.
 CHOP_THEN_LINGER = MacroSource("chop_then_linger", chop_source("chop") + """
 def chop_then_linger(game):

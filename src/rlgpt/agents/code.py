@@ -9,6 +9,7 @@ diagnostics back to the model (bounded retries), recording every attempt.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,17 @@ class CodeResult:
     def diagnostics(self) -> tuple[Diagnostic, ...]:
         """The last attempt's diagnostics (empty when accepted)."""
         return self.attempts[-1].diagnostics if self.attempts else ()
+
+
+def program_key(code: str | None) -> str | None:
+    """What makes two replies' functions the same program: the syntax tree, so comments, blank lines and
+    spacing do not count (the text itself when it does not parse; None for no code)."""
+    if code is None:
+        return None
+    try:
+        return ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code
 
 
 def format_diagnostics(diagnostics: tuple[Diagnostic, ...], limit: int = 6) -> str:

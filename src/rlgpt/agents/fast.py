@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlgpt import prompts
-from rlgpt.agents.code import CodeAttempt, CodeResult, format_diagnostics, write_code
+from rlgpt.agents.code import (
+    CodeAttempt,
+    CodeResult,
+    extract_function,
+    format_diagnostics,
+    program_key,
+    write_code,
+)
 from rlgpt.agents.common import (
     degradable,
     describe_task,
@@ -298,7 +305,11 @@ def failing_call_text(candidate: MacroCandidate) -> str:
     if not failed:
         return ""
     call = failed[0]
-    lines = [f"A failing call (seed {call.seed}): it ended with {call.outcome} after {call.steps} steps."]
+    if call.outcome == "success":  # the macro returned, but without its goal (or with no goal to check)
+        ended = f"it returned after {call.steps} steps without reaching its goal."
+    else:
+        ended = f"it ended with {call.outcome} after {call.steps} steps."
+    lines = [f"A failing call (seed {call.seed}): {ended}"]
     if call.died_after_goal:
         lines.append("It reached the goal, then kept acting until the player died: return once it holds.")
     if call.diagnostic:
@@ -639,8 +650,13 @@ class FastAgent:
             stats.rounds += 1
             stats.sampled += len(replies)
             for seed, reply in zip(seeds, replies, strict=True):
-                # The trusted goal macro's record has no model reply (""): only the model's own count.
-                if any(not c.fallback and c.code.attempts and c.code.attempts[0].reply == reply.text
+                # The trusted goal macro's record has no model reply (""): only the model's own count. The
+                # same program again (a revision often returns its input unchanged, comments and all, in
+                # a new reply) would replay the same worlds: a repeat too.
+                program = program_key(extract_function(reply.text, sub.name))
+                if any(not c.fallback and c.code.attempts
+                       and (c.code.attempts[0].reply == reply.text
+                            or (program is not None and program_key(c.code.attempts[0].code) == program))
                        for c in choice.candidates):
                     stats.repeats += 1
                     continue

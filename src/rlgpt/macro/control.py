@@ -127,6 +127,30 @@ def missing(game: GameAPI, needs: dict[str, int]) -> dict[str, int]:
     return {k: v - game.item(k) for k, v in needs.items() if game.item(k) < v}
 
 
+def refusal(game: GameAPI, action: str) -> str:
+    """Why crafter refuses the ``make_<item>`` or ``place_<item>`` `action` in `game`'s state, by its
+    recipes: what the inventory lacks, the station not nearby, the faced tile it cannot go on ("" for other
+    actions, or when crafter would do it). Probe traces show it beside such an action, so that a repair
+    prompt says why ``make_wood_pickaxe`` did nothing instead of only that it was pressed."""
+    kind, _, item = action.partition("_")
+    reasons = []
+    if kind == "make" and item in constants.make:
+        info = constants.make[item]
+        if lacking := missing(game, info["uses"]):
+            reasons.append(f"lacks {_listed(lacking)}")
+        away = [s for s in info["nearby"] if not game.nearby(s, 1)]
+        if away:
+            reasons.append(f"no {' and no '.join(away)} nearby")
+    elif kind == "place" and item in constants.place:
+        info = constants.place[item]
+        if lacking := missing(game, info["uses"]):
+            reasons.append(f"lacks {_listed(lacking)}")
+        faced = game.target_object or game.target_material or "the world's edge"
+        if game.target_object is not None or game.target_material not in info["where"]:
+            reasons.append(f"faces {faced}, not {' or '.join(info['where'])}")
+    return "; ".join(reasons)
+
+
 def _count(game: GameAPI, achievement: str) -> int:
     return int(game.achievements.get(achievement, 0))
 

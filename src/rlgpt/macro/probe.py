@@ -22,6 +22,7 @@ from crafter import constants
 from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, GameState
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
+from rlgpt.macro.control import refusal
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.runtime import run_macro
 
@@ -101,8 +102,10 @@ class ProbeCall:
     """Whether the goal was reached (None without a goal)."""
     trace: tuple[str, ...] = ()
     """The call's last `TRACE_STEPS` actions. An action other than a move says what the player faced,
-    e.g. ``place_table@tree`` (placing onto a tree, which never works); a move that left the player where
-    it was says what stopped it, e.g. ``move_down(blocked by tree)``."""
+    e.g. ``place_table@tree`` (placing onto a tree, which never works), and for a ``make_``/``place_``
+    action crafter refused, why (`rlgpt.macro.control.refusal`), e.g.
+    ``make_wood_pickaxe@grass(refused: no table nearby)``; a move that left the player where it was says
+    what stopped it, e.g. ``move_down(blocked by tree)``."""
     failure: str = ""
     """Why the last control primitive the call ran returned False (`GameAPI.last_failure`, e.g. "cannot
     collect stone: it needs 1 wood_pickaxe in the inventory"); "" when none failed last."""
@@ -258,7 +261,9 @@ class _Trace(gymnasium.Wrapper):
     def step(self, action: int):
         name = ACTION_NAMES[int(action)]
         if not name.startswith("move_"):
-            self.actions.append(f"{name}@{self.game.target_material or 'outside'}")
+            refused = refusal(self.game, name)  # the state before the step is what crafter judged
+            self.actions.append(f"{name}@{self.game.target_material or 'outside'}"
+                                + (f"(refused: {refused})" if refused else ""))
             return self.env.step(action)
         before = self.game.pos
         out = self.env.step(action)
