@@ -131,7 +131,8 @@ FEEDBACK = "Problems: x\nSuggestions: y"
 
 def test_every_probe_and_reward_check_step_is_counted_and_charged(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    cfg = cfg_for(run_dir, "success_threshold=0")  # done by threshold after the iteration: no critic
+    # Done by threshold after the iteration (no critic); the trusted goal macro offered (off by default).
+    cfg = cfg_for(run_dir, "success_threshold=0", "agents.goal_fallback=true")
     decomposition = Decomposition((CHOP, TABLE))
     write_step(run_dir / "iter_000" / "slow.json", {"new": True, "feedback": "none",
                                                     "decomposition": decomposition.to_dict()})
