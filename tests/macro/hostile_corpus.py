@@ -162,7 +162,8 @@ RUNTIME_CORPUS = [
     ("mutate_inventory", m("inv = game.inventory\ninv['wood'] = 9"), "mutation", None),
     ("mutate_actions", m("game.actions.append('x')"), "exception", None),
     ("mutate_view", m("v = game.view()\nv[0] = 1"), "mutation", None),
-    ("bad_action_name", "def m(game):\n    yield 'self_destruct'\n", "bad_action", None),
+    # A computed name: the compiler refuses the string constants it can read (COMPILE_CORPUS below).
+    ("bad_action_name", "def m(game):\n    yield 'self_' + 'destruct'\n", "bad_action", None),
     ("bad_action_index", "def m(game):\n    yield 999\n", "bad_action", None),
     ("bad_action_object", "def m(game):\n    yield game\n", "bad_action", None),
     ("bad_api_argument", m("x = game.step_toward(('tree', 3))"), "exception", None),
@@ -207,6 +208,8 @@ COMPILE_CORPUS += [
     ("slice_store_tuple_target", m("a = [1]\na[0:1], b = [2], 3"), "mutation"),
     ("slice_store_for_target", m("a = [1]\nfor a[0:0] in [[1]] * 9:\n    pass"), "mutation"),
     ("slice_store_chained", m("a = [1]\na[0:0] = b = [2]"), "mutation"),
+    ("bad_action_constant", "def m(game):\n    yield 'self_destruct'\n", "bad_action"),
+    ("bad_action_branch", "def m(game):\n    yield 'do' if game.health else 'do@tree'\n", "bad_action"),
 ]
 
 RUNTIME_CORPUS += [

@@ -75,6 +75,21 @@ def test_yield_from_a_query_is_a_compile_diagnostic(line) -> None:
     compile_macro(MacroSource("m", linked))
 
 
+@pytest.mark.parametrize(("line", "hint"), [
+    ('yield "make_wood_pickaxe@grass"', "yield only the action name, 'make_wood_pickaxe'"),
+    ('yield "move_up(blocked by tree)"', "yield only the action name, 'move_up'"),
+    ('yield "do" if game.health else "plce_table"', "did you mean 'place_table'?"),
+    ('yield "collect_wood"', "not an action name")])
+def test_a_yielded_string_that_is_no_action_is_a_compile_diagnostic(line, hint) -> None:
+    # Measured (make_stone_sword, b33dfc3): the model copied the probe trace's `action@target` notation
+    # into code; at run time every call failed with bad_action. Compiled, the diagnostic says how to fix it.
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n"), api="primitives")
+    diagnostic = caught.value.diagnostics[0]
+    assert diagnostic.kind == "bad_action" and diagnostic.line == 2 and hint in diagnostic.message
+    compile_macro(MacroSource("m", 'def m(game):\n    yield "do" if game.health else "place_table"\n'))
+
+
 @pytest.mark.parametrize(("line", "fix"), [
     ("ok = yield from game.sleeping", "read its value"),
     ("yield from game.gather", "call it: `yield from game.gather(...)`")])

@@ -22,10 +22,15 @@ COMPILE_KINDS: tuple[str, ...] = (
     "forbidden_attribute",
     "mutation",
     "signature",
+    "primitive_call",
+    "api_level",
+    "bad_action",
     "reward_level",
 )
-"""Kinds of compile-time rejections (``reward_level``: a dense reward's dry run found it paid on steps where
-nothing changed, i.e. a level rather than a change; see `rlgpt.agents.fast.FastAgent.check_reward`)."""
+"""Kinds of compile-time rejections (``bad_action``: a yielded string constant that is not an action name,
+the kind the runtime reports for a computed one; ``reward_level``: a dense reward's dry run found it paid on
+steps where nothing changed, i.e. a level rather than a change; see
+`rlgpt.agents.fast.FastAgent.check_reward`)."""
 
 RUNTIME_FAILURE_KINDS: tuple[str, ...] = (
     "max_steps",

@@ -10,6 +10,7 @@ other than ``x[a:b] = value``, ``*``/``**`` unpacking, computed f-string format 
 from __future__ import annotations
 
 import ast
+import difflib
 
 from crafter import constants
 
@@ -332,6 +333,10 @@ class Validator:
             # The reverse slip: `yield from game.step_toward(t)` iterates the action's letters (or None).
             self.add("primitive_call", f"game.{name}(...) is a query, not a generator: write `yield "
                      f"game.{name}(...)` for an action it returns, or use its value", node)
+        elif isinstance(node, ast.Yield) and node.value is not None:
+            for constant in _yielded_strings(node.value):
+                if constant.value not in ACTION_NAMES:
+                    self.add("bad_action", _not_an_action(constant.value), constant)
         elif isinstance(node, ast.YieldFrom) and (name := _game_member(node.value)):
             # `yield from game.sleeping` (measured, a wake_up skill): iterating a value fails at run time on
             # every call; `yield from game.gather` without the call likewise.
@@ -422,6 +427,34 @@ def _game_member(node: ast.AST) -> str | None:
             and node.attr in API_MEMBERS):
         return node.attr
     return None
+
+
+def _yielded_strings(value: ast.expr) -> list[ast.Constant]:
+    """The string constants a ``yield`` can hand to the runtime as they are written: the value itself, or
+    either branch of a conditional expression (``yield "do" if near else game.random_move()``)."""
+    stack, found = [value], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.IfExp):
+            stack.extend((node.body, node.orelse))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append(node)
+    return found
+
+
+def _not_an_action(text: str) -> str:
+    """Why a yielded string constant is refused, and the action it most likely meant. Recorded: the small
+    model copies the probe trace's notation into code (`yield "make_wood_pickaxe@grass"`, where ``@grass``
+    says what the action faced), which otherwise fails at run time on every call."""
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    head = text.split("@", 1)[0].split("(", 1)[0].strip()
+    if head in ACTION_NAMES:
+        hint = (f"; traces write `action@target` and `action(why)` to say what it faced and what happened: "
+                f"yield only the action name, {head!r}")
+    else:
+        close = difflib.get_close_matches(head, ACTION_NAMES, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"yield {shown!r}: not an action name (game.actions lists them){hint}"
 
 
 def _private(name: str) -> bool:
