@@ -107,6 +107,21 @@ def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_r
     assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
 
 
+def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:
+    # World 5 starts with no tree in view: a macro that returns when it sees none misses its goal there,
+    # and the repair prompt says what was missing, from crafter's data (wood comes from a tree).
+    returns = ('def chop_tree(game):\n    tree = game.nearest("tree")\n    if tree is None:\n'
+               '        return False\n    ok = yield from game.walk_to("tree")\n    yield "do"\n')
+    backend = Scripted(lambda messages, schema, s: fenced(returns))
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(5,), probe_max_steps=64,
+        goal_fallback=False))
+    agent.write_macro("collect_wood", CHOP)
+    prompt = backend.requests[1][0][-1]["content"]
+    assert "Not in view when it started nor when it ended: tree, which the goal needs" in prompt
+    assert "not in view at its start or end: tree" in prompt
+
+
 def test_no_round_starts_once_the_search_budget_is_spent() -> None:
     backend = Scripted(lambda messages, schema, s: IDLE, delay_s=0.05)
     agent = FastAgent(LLMClient(backend), AgentConfig(

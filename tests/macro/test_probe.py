@@ -132,6 +132,36 @@ def test_a_craft_or_place_crafter_refuses_says_why(env: CrafterEnv) -> None:
     assert len(placed) == 1 and "refused" not in placed[0], call.trace
 
 
+# The model's get_wood, as written (measured: it probed 1.00 on two worlds with a tree in view, and the
+# policy then failed where none was).
+RETURNS_WITHOUT_TREE = """def get_wood(game):
+    while game.item("wood") < 1:
+        tree = game.nearest("tree")
+        if tree is None:
+            return False
+        elif game.is_facing(tree):
+            yield "do"
+        else:
+            action = game.step_toward(tree)
+            yield action if action is not None else game.random_move()
+"""
+
+
+def test_a_call_that_missed_its_goal_says_which_of_its_sources_was_never_in_view(env: CrafterEnv) -> None:
+    # World 5 starts with no tree in view, world 0 with one; the goal's source comes from crafter's data.
+    report = probe_macro(RETURNS_WITHOUT_TREE, seeds=(0, 5), goal="collect_wood", env=env, max_steps=64)
+    with_tree, without = report.calls
+    assert with_tree.achieved and with_tree.unseen == ()
+    assert without.reached_goal is False and without.unseen == ("tree",)
+    assert "not in view at its start or end: tree" in without.line()
+    # Missing a goal with its source in view says nothing about the source.
+    walked = probe_macro("def m(game):\n    ok = yield from game.walk_to('tree')\n", seeds=(0,),
+                         goal="wood", env=env).calls[0]
+    assert walked.reached_goal is False and walked.unseen == ()
+    again = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.calls[1].unseen == ("tree",)
+
+
 # The model's usual slip: the goal holds, but the macro never returns.
 CHOP_THEN_LINGER = MacroSource("chop_then_linger", chop_source("chop") + """
 def chop_then_linger(game):

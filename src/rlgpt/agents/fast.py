@@ -320,6 +320,11 @@ def failing_call_text(candidate: MacroCandidate) -> str:
             n = int(found.group(1))
             lines.append(f"The failing line ({n}): {code[n - 1].strip()}")
     lines.append(f"Its last actions: {' '.join(call.trace) or '(none)'}")
+    if call.unseen:
+        what = " and ".join(call.unseen)
+        lines.append(f"Not in view when it started nor when it ended: {what}, which the goal needs. When "
+                     f"none is in view, the code must look for one (move or explore until one is in view) "
+                     f"instead of returning.")
     diff = ", ".join(f"{k}{v:+d}" for k, v in call.inventory_diff.items()) or "no change"
     lines.append(f"Its inventory change: {diff} (inventory before: "
                  f"{', '.join(f'{k} {v}' for k, v in call.before.inventory.items()) or 'empty'})")

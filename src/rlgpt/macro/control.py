@@ -110,6 +110,26 @@ def collect_source(name: str) -> str:
                      f"{', '.join(sorted({*_COLLECT, *_ITEM_SOURCE}))}")
 
 
+def goal_sources(goal: str) -> tuple[str, ...]:
+    """What the player must reach for `goal` (an achievement or an inventory item), from crafter's data: the
+    material collected for it (collect_wood, wood -> tree), the creature finished for it (eat_cow -> cow)
+    or the stations its recipe needs nearby (make_stone_pickaxe -> table); () when nothing in particular
+    has to be in view (placing, waking up, an unknown name)."""
+    creatures = {achievement: creature for creature, achievement in _CREATURE_ACHIEVEMENTS.items()}
+    if goal in creatures:
+        return (creatures[goal],)
+    kind, _, name = goal.partition("_")
+    if goal in constants.achievements and kind in ("collect", "make"):
+        goal = name
+    if goal in _COLLECT:
+        return (goal,)
+    if goal in _ITEM_SOURCE:
+        return (_ITEM_SOURCE[goal],)
+    if goal in constants.make:
+        return tuple(constants.make[goal]["nearby"])
+    return ()
+
+
 def _meant(name: str) -> str:
     """The primitive call that does get `name`, for the error of a call that cannot (" (it is collected:
     game.gather('coal'))"); "" for a name nothing gets. The 1.5B crafts or places coal, gathers tables."""

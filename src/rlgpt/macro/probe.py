@@ -22,7 +22,7 @@ from crafter import constants
 from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, GameState
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
-from rlgpt.macro.control import refusal
+from rlgpt.macro.control import goal_sources, refusal
 from rlgpt.macro.diagnostics import Diagnostic
 from rlgpt.macro.runtime import run_macro
 
@@ -109,6 +109,11 @@ class ProbeCall:
     failure: str = ""
     """Why the last control primitive the call ran returned False (`GameAPI.last_failure`, e.g. "cannot
     collect stone: it needs 1 wood_pickaxe in the inventory"); "" when none failed last."""
+    unseen: tuple[str, ...] = ()
+    """For a call that missed its goal: the goal's sources (`rlgpt.macro.control.goal_sources`, e.g.
+    ``("tree",)`` for wood) that were not in view, neither at the call's start nor when it ended.
+    The code had to look for one and did not (measured: a get_wood that returns when no tree is in view
+    probes 1.00 on worlds that start with one)."""
 
     @property
     def achieved(self) -> bool:
@@ -132,6 +137,7 @@ class ProbeCall:
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
         trace = f" | last actions: {' '.join(self.trace)}" if self.trace else ""
         trace += f" | last primitive failed: {self.failure}" if self.failure else ""
+        trace += f" | not in view at its start or end: {', '.join(self.unseen)}" if self.unseen else ""
         return (f"seed {self.seed} call {self.call}: {self.outcome} in {self.steps} steps, "
                 f"pos {self.before.pos}->{self.after.pos}, inventory {diff}{unlocked}{goal}{diag}{trace}")
 
@@ -224,7 +230,8 @@ class ProbeReport:
             return ProbeState(tuple(s["pos"]), dict(s["inventory"]), dict(s["achievements"]))
 
         calls = tuple(ProbeCall(**{**c, "before": state(c["before"]), "after": state(c["after"]),
-                                   "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ()))})
+                                   "unlocked": tuple(c["unlocked"]), "trace": tuple(c.get("trace", ())),
+                                   "unseen": tuple(c.get("unseen", ()))})
                       for c in data["calls"])
         env_steps = int(data.get("env_steps", sum(c.steps for c in calls)))
         return cls(data["macro"], data["goal"], calls, dict(data["outcomes"]), tuple(data.get("setup", ())),
@@ -304,6 +311,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
     env = _StepCounter(base)
     calls: list[ProbeCall] = []
     outcomes: dict[str, int] = {}
+    sources = goal_sources(goal.name) if goal is not None else ()
     for j, seed in enumerate(seeds):
         env.reset(seed=seed)
         if starts:
@@ -326,6 +334,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             if ended:
                 break
             before = ProbeState.of(game)
+            seen = {kind for kind in sources if game.nearest(kind) is not None}
             game._failure = ""  # what a primitive of this call says, not of a setup macro or earlier call
             trace = _Trace(env, game)
             result = run_macro(trace, compiled, game, gamma=1.0, max_steps=max_steps)
@@ -334,13 +343,15 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                     for k in sorted(set(before.inventory) | set(after.inventory))}
             unlocked = tuple(k for k in sorted(after.achievements)
                              if after.achievements[k] > before.achievements.get(k, 0))
+            reached = None if goal is None else goal.reached(before, after)
+            unseen = tuple(k for k in sources if k not in seen and game.nearest(k) is None)
             calls.append(ProbeCall(
                 seed=seed, call=call, before=before, after=after,
                 inventory_diff={k: v for k, v in diff.items() if v}, unlocked=unlocked,
                 outcome=result.outcome, steps=result.steps,
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
-                reached_goal=None if goal is None else goal.reached(before, after),
-                trace=tuple(trace.actions), failure=game.last_failure,
+                reached_goal=reached, trace=tuple(trace.actions), failure=game.last_failure,
+                unseen=unseen if reached is False else (),
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:
