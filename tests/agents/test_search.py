@@ -119,6 +119,7 @@ def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:
     agent.write_macro("collect_wood", CHOP)
     prompt = backend.requests[1][0][-1]["content"]
     assert "Not in view when it started nor when it ended: tree, which the goal needs" in prompt
+    assert "without reaching its goal, at line 4: return False." in prompt
     assert "not in view at its start or end: tree" in prompt
 
 

@@ -153,13 +153,27 @@ def test_a_call_that_missed_its_goal_says_which_of_its_sources_was_never_in_view
     with_tree, without = report.calls
     assert with_tree.achieved and with_tree.unseen == ()
     assert without.reached_goal is False and without.unseen == ("tree",)
+    assert without.outcome == "success" and without.returned_at == 5  # `return False`, where it gave up
     assert "not in view at its start or end: tree" in without.line()
     # Missing a goal with its source in view says nothing about the source.
     walked = probe_macro("def m(game):\n    ok = yield from game.walk_to('tree')\n", seeds=(0,),
                          goal="wood", env=env).calls[0]
     assert walked.reached_goal is False and walked.unseen == ()
     again = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
-    assert again.calls[1].unseen == ("tree",)
+    assert again.calls[1].unseen == ("tree",) and again.calls[1].returned_at == 5
+
+
+def test_a_call_that_returned_says_where_its_own_function_returned(env: CrafterEnv) -> None:
+    # The entry function's return, not a helper's; 0 when it runs off its end; None when it did not return.
+    helper = "def h(game):\n    return 3\n\ndef m(game):\n    x = h(game)\n    yield 'noop'\n"
+    assert probe_macro(helper, seeds=(0,), env=env).calls[0].returned_at == 0
+    early = "def h(game):\n    return 3\n\ndef m(game):\n    yield 'noop'\n    if h(game):\n        return\n"
+    assert probe_macro(early, seeds=(0,), env=env).calls[0].returned_at == 7
+    nested = ("def m(game):\n    yield from inner(game)\n    return True\n\n"
+              "def inner(game):\n    yield 'noop'\n    return False\n")
+    assert probe_macro(MacroSource("m", nested), seeds=(0,), env=env).calls[0].returned_at == 3
+    spins = "def m(game):\n    while True:\n        yield 'noop'\n"
+    assert probe_macro(spins, seeds=(0,), env=env, max_steps=3).calls[0].returned_at is None
 
 
 # The model's usual slip: the goal holds, but the macro never returns.

@@ -305,8 +305,14 @@ def failing_call_text(candidate: MacroCandidate) -> str:
     if not failed:
         return ""
     call = failed[0]
+    code = (candidate.code.code or "").splitlines()
     if call.outcome == "success":  # the macro returned, but without its goal (or with no goal to check)
-        ended = f"it returned after {call.steps} steps without reaching its goal."
+        ended = f"it returned after {call.steps} steps without reaching its goal"
+        n = call.returned_at
+        # (A macro calling stored skills runs linked code, whose lines are not its own: then no line.)
+        at = code[n - 1].strip() if n and 1 <= n <= len(code) else ""
+        ended += (f", at line {n}: {at}" if at.startswith("return") else
+                  ", at the end of its function" if n == 0 else "") + "."
     else:
         ended = f"it ended with {call.outcome} after {call.steps} steps."
     lines = [f"A failing call (seed {call.seed}): {ended}"]
@@ -315,7 +321,6 @@ def failing_call_text(candidate: MacroCandidate) -> str:
     if call.diagnostic:
         lines.append(f"Diagnostic: {call.diagnostic}")
         found = _LINE.search(call.diagnostic)
-        code = (candidate.code.code or "").splitlines()
         if found and 1 <= int(found.group(1)) <= len(code):
             n = int(found.group(1))
             lines.append(f"The failing line ({n}): {code[n - 1].strip()}")

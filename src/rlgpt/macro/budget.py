@@ -166,6 +166,10 @@ class InvocationBudget:
         self.fuel_used = 0
         self.depth = 0
         self.failure: Diagnostic | None = None
+        self.returned_at: int | None = None
+        """Line of the ``return`` that ended the function exited last (0: it ran off its end); for the
+        macro's entry generator, where a call that returned without its goal gave up."""
+        self._returns: list[int] = []  # per active function: the line of the return it is taking, or 0
         self._units = 0  # element work below one fuel unit, carried over (see `spend`)
         self._deadline = time.perf_counter() + limits.max_seconds
 
@@ -235,6 +239,7 @@ class InvocationBudget:
         """Entry of a macro-defined function."""
         self.tick()
         self.depth += 1
+        self._returns.append(0)
         if self.depth > self.limits.max_depth:
             self.fail(
                 "recursion", f"function calls nested deeper than {self.limits.max_depth}; avoid recursion"
@@ -243,6 +248,13 @@ class InvocationBudget:
     def exit(self) -> None:
         """Exit of a macro-defined function."""
         self.depth -= 1
+        self.returned_at = self._returns.pop() if self._returns else None
+
+    def returning(self, line: int) -> None:
+        """Before a ``return`` statement at `line`: `stmt`, and remember where the function returns."""
+        self.stmt()
+        if self._returns:
+            self._returns[-1] = line
 
     def post(self, value: Any) -> Any:
         """Bound and charge a freshly built container or string."""

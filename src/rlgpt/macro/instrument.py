@@ -33,7 +33,11 @@ class Instrumenter(ast.NodeTransformer):
             if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
                 guarded: list[ast.stmt] = []
                 for stmt in stmts:
-                    guarded += [ast.copy_location(ast.Expr(_hook("_rt_stmt", [], stmt)), stmt), stmt]
+                    # A return also says where it returns (`InvocationBudget.returning`).
+                    returns = isinstance(stmt, ast.Return)
+                    hook = (_hook("_rt_return", [ast.Constant(stmt.lineno)], stmt) if returns
+                            else _hook("_rt_stmt", [], stmt))
+                    guarded += [ast.copy_location(ast.Expr(hook), stmt), stmt]
                 setattr(node, name, guarded)
         return node
 

@@ -109,6 +109,9 @@ class ProbeCall:
     failure: str = ""
     """Why the last control primitive the call ran returned False (`GameAPI.last_failure`, e.g. "cannot
     collect stone: it needs 1 wood_pickaxe in the inventory"); "" when none failed last."""
+    returned_at: int | None = None
+    """For a call that returned: the line of its code's ``return`` it took, 0 when it ran off the end of its
+    function (`rlgpt.macro.runtime.MacroResult.returned_at`); None for other outcomes."""
     unseen: tuple[str, ...] = ()
     """For a call that missed its goal: the goal's sources (`rlgpt.macro.control.goal_sources`, e.g.
     ``("tree",)`` for wood) that were not in view, neither at the call's start nor when it ended.
@@ -351,6 +354,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                 outcome=result.outcome, steps=result.steps,
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
                 reached_goal=reached, trace=tuple(trace.actions), failure=game.last_failure,
+                returned_at=result.returned_at,
                 unseen=unseen if reached is False else (),
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1

@@ -62,6 +62,9 @@ class MacroResult:
     """``success`` (returned), ``episode_end`` (env ended first) or a failure kind."""
     diagnostic: Diagnostic | None
     """Why the macro failed, None unless ``outcome`` is a failure kind."""
+    returned_at: int | None = None
+    """For a call that returned (``success``): the line of the ``return`` it took, 0 when it ran off the
+    end of its function (where a call that missed its goal gave up); None otherwise."""
 
 
 def find_crafter(env: gymnasium.Env) -> crafter.Env:
@@ -215,7 +218,7 @@ class MacroCall:
     """
 
     __slots__ = ("session", "game", "gamma", "max_steps", "reward", "discount", "steps", "outcome",
-                 "failure", "_closing", "_over")
+                 "failure", "returned_at", "_closing", "_over")
 
     def __init__(self, macro: CompiledMacro, game: GameAPI, gamma: float, max_steps: int,
                  disabled: Diagnostic | None = None) -> None:
@@ -226,6 +229,8 @@ class MacroCall:
         call is over."""
         self.failure: Diagnostic | None = disabled
         """Why the macro failed, None unless ``outcome`` is a failure kind."""
+        self.returned_at: int | None = None
+        """Where a call that returned did (`MacroResult.returned_at`)."""
         self._closing = disabled is not None  # the one noop step is the call's last
         self._over = False
         self.session = None if disabled is not None else _Session(macro, game)
@@ -271,6 +276,8 @@ class MacroCall:
             return
         self.failure = self.session.failure
         self.outcome = outcome or (self.failure.kind if self.failure is not None else "success")
+        if self.outcome == "success":
+            self.returned_at = self.session.guard.returned_at
 
     @property
     def over(self) -> bool:
@@ -295,7 +302,8 @@ def run_macro(
     while (action := call.next_action()) is not None:
         obs, r, terminated, truncated, info = env.step(action)
         call.record(r, terminated or truncated)
-    return MacroResult(obs, call.reward, terminated, truncated, info, call.steps, call.outcome, call.failure)
+    return MacroResult(obs, call.reward, terminated, truncated, info, call.steps, call.outcome, call.failure,
+                       call.returned_at)
 
 
 @dataclass

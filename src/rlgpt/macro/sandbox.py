@@ -254,6 +254,7 @@ class Guard(InvocationBudget):
             "_rt_tick": self.tick,
             "_rt_enter": self.enter,
             "_rt_exit": self.exit,
+            "_rt_return": self.returning,
             "_rt_call": self.call,
             "_rt_post": self.post,
             "_rt_binop": self.binop,
