@@ -155,6 +155,10 @@ def test_a_call_that_missed_its_goal_says_which_of_its_sources_was_never_in_view
     assert without.reached_goal is False and without.unseen == ("tree",)
     assert without.outcome == "success" and without.returned_at == 5  # `return False`, where it gave up
     assert "not in view at its start or end: tree" in without.line()
+    # What a repair prompt shows: the call that missed, and a count of the others.
+    shown = report.render(failed_only=True)
+    assert without.line() in shown and with_tree.line() not in shown and "(1 other calls reached" in shown
+    assert with_tree.line() in report.render()
     # Missing a goal with its source in view says nothing about the source.
     walked = probe_macro("def m(game):\n    ok = yield from game.walk_to('tree')\n", seeds=(0,),
                          goal="wood", env=env).calls[0]

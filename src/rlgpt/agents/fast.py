@@ -344,11 +344,13 @@ def probe_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "n
     reached = probe.achieved_calls
     earlier = "" if feedback in ("", "none") else f"{feedback}\n"
     failing = failing_call_text(candidate)
+    # The calls that missed, not the ones that worked: shown five good calls and one bad, the 1.5B answered
+    # that its code "already correctly implements the logic" and returned it unchanged (measured).
     return (f"{earlier}Your earlier `{sub.name}` reached its goal in {reached} of {len(probe.calls)} probe "
-            f"calls (each call starts in a fresh seeded world):\n{probe.render()}\n"
-            f"{failing + chr(10) if failing else ''}Its code:\n```python\n"
-            f"{candidate.code.code.strip()}\n```\nFix what made it fail (look at the last actions and what "
-            f"they faced); keep what worked.")
+            f"calls (each call starts in a fresh seeded world), so it is not correct yet:\n"
+            f"{probe.render(failed_only=True)}\nIts code:\n```python\n{candidate.code.code.strip()}\n```\n"
+            f"{failing + chr(10) if failing else ''}Change the code so that this call reaches the goal too "
+            f"(look at the last actions and what they faced); keep what worked.")
 
 
 def compile_feedback(sub: SubAction, candidate: MacroCandidate, feedback: str = "none") -> str:

@@ -199,11 +199,16 @@ class ProbeReport:
         return (f"macro {self.macro}: {len(self.calls)} calls{after}, {goal}returned "
                 f"{self.success_rate:.0%}, mean {self.mean_steps:.1f} steps ({kinds})")
 
-    def render(self, max_calls: int = 6) -> str:
-        """Summary plus up to `max_calls` call lines (failures first), bounded for prompts."""
+    def render(self, max_calls: int = 6, failed_only: bool = False) -> str:
+        """Summary plus up to `max_calls` call lines (failures first), bounded for prompts; `failed_only`:
+        the calls that missed, and one line counting the rest."""
         calls = sorted(self.calls, key=lambda c: (c.reached_goal is not False and c.outcome == "success"))
-        lines = [self.summary(), *(f"  {c.line()}" for c in calls[:max_calls])]
-        return "\n".join(lines)
+        if not failed_only:
+            return "\n".join([self.summary(), *(f"  {c.line()}" for c in calls[:max_calls])])
+        missed = [c for c in calls if not c.achieved][:max_calls]
+        rest = len(self.calls) - len(missed)
+        return "\n".join([self.summary(), *(f"  {c.line()}" for c in missed),
+                          *([f"  ({rest} other calls reached the goal)"] if rest else [])])
 
     @classmethod
     def failed(cls, macro: str, goal: Goal | str | None, seed: int, diagnostic: Diagnostic,
