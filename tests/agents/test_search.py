@@ -123,6 +123,22 @@ def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:
     assert "not in view at its start or end: tree" in prompt
 
 
+def test_each_repair_round_revises_a_candidate_no_earlier_round_revised() -> None:
+    # Three idle programs, each missing the goal alike: the earliest stays the best, yet the third round
+    # revises the second (the first was revised already), never the same prompt twice.
+    idle = {k: fenced(f'def chop_tree(game):\n    for i in range({k + 2}):\n        yield "noop"\n')
+            for k in range(3)}
+    backend = Scripted(lambda messages, schema, s: idle[s.seed])
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=2, probe_seeds=(0,), probe_max_steps=16,
+        goal_fallback=False))
+    choice = agent.write_macro("collect_wood", CHOP)
+    assert [c.revises for c in choice.candidates] == [None, 0, 1]
+    assert choice.best is choice.candidates[0]
+    prompts = [request[0][-1]["content"] for request in backend.requests]
+    assert "range(2)" in prompts[1] and "range(3)" in prompts[2] and "range(2)" not in prompts[2]
+
+
 def test_no_round_starts_once_the_search_budget_is_spent() -> None:
     backend = Scripted(lambda messages, schema, s: IDLE, delay_s=0.05)
     agent = FastAgent(LLMClient(backend), AgentConfig(

@@ -604,8 +604,9 @@ class FastAgent:
         the search stops at the first that reaches the goal in every probe call: the later replies of its
         round are never compiled or probed. While none does, each repair round (at most
         `AgentConfig.probe_repair_retries`) samples as many again from a prompt that carries the best
-        failing candidate's probes, diagnostic, failing line, last actions and inventory change
-        (`probe_feedback`; `compile_feedback` when nothing compiled); no round starts once
+        failing candidate not revised in an earlier round (the best again once all were): its probes,
+        diagnostic, failing line, last actions and inventory change (`probe_feedback`;
+        `compile_feedback` when nothing compiled); no round starts once
         `AgentConfig.search_budget_s` of LLM time is spent.
 
         Whenever the model's candidates so far miss the goal in some probe call, the trusted goal macro is
@@ -635,6 +636,7 @@ class FastAgent:
                     stats.won, stats.stopped = earlier.index, "carried"
                     return choice
         messages, revises = self.macro_messages(task, sub, feedback), None
+        revised: set[int] = set()
         stats.stopped = "rounds"
         for round_ in range(1 + cfg.probe_repair_retries):
             if round_ > 0:
@@ -642,12 +644,17 @@ class FastAgent:
                     stats.stopped = "no_goal"
                     break
                 model = [c for c in choice.candidates if not c.fallback]
-                best = self._best(model)
+                # The best candidate not revised yet: the same prompt again brought the same program back
+                # (measured: a third round of 2 samples gave 2 repeats), while a newer attempt's own failure
+                # (it tried exploring and passed None to step_toward) is the next thing to fix.
+                best = self._best([c for c in model if c.index not in revised]) or self._best(model)
                 if best is not None:
                     messages = self.macro_messages(task, sub, probe_feedback(sub, best, feedback))
                 elif model:
                     messages = self.macro_messages(task, sub, compile_feedback(sub, model[-1], feedback))
                 revises = None if best is None else best.index
+                if revises is not None:
+                    revised.add(revises)
             if out_of_time():
                 stats.stopped = "budget"
                 break
