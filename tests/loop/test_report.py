@@ -159,6 +159,18 @@ def test_ablation_runs_get_their_own_column(tmp_path: Path) -> None:
     assert table.rows[0][1:] == ["0.20 (n=1)", "0.30 (n=1)", "0.90 (n=1)", "0.10 (n=1)", "0.40 (n=1)"]
 
 
+def test_columns_are_labelled_against_the_agents_defaults_of_today(monkeypatch) -> None:
+    # Were examples off by default, a run with them on would be the ablation, and plain runs of today
+    # with examples off the plain column.
+    from rlgpt.config import AgentConfig
+    from rlgpt.run import report
+
+    monkeypatch.setattr(report, "AgentConfig", lambda: AgentConfig(examples=False, env_doc="rules"))
+    runs = [summary(TASK, "rlgpt", 0, 0.9), summary(TASK, "rlgpt", 0, 0.5, None, "agents.examples=false",
+                                                   "agents.env_doc=rules")]
+    assert table2(runs).columns == ["task", "rlgpt", "rlgpt[env_doc=full,examples=on]"]
+
+
 def test_the_api_ablation_gets_its_own_column_and_basic_ignores_the_fallback(tmp_path: Path) -> None:
     basic = ("agents.api=basic", "agents.goal_fallback=false")
     expert = ("agents.api=expert", "agents.goal_fallback=true")

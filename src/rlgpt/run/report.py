@@ -98,10 +98,12 @@ def variant(summary: RunSummary) -> str:
     defaults = AgentConfig()
     parts = []
     if mode in LLM_MODES:
-        if knowledge.get("env_doc", "full") != "full":
-            parts.append(f"env_doc={knowledge['env_doc']}")
-        if knowledge.get("examples", True) is False:
-            parts.append("examples=off")
+        env_doc = knowledge.get("env_doc", defaults.env_doc)
+        if env_doc != defaults.env_doc:
+            parts.append(f"env_doc={env_doc}")
+        examples = bool(knowledge.get("examples", defaults.examples))
+        if examples != defaults.examples:
+            parts.append(f"examples={'on' if examples else 'off'}")
         api = DEPRECATED_LEVELS.get(knowledge["api"], knowledge["api"])
         if api != defaults.api:
             parts.append(f"api={api}")
