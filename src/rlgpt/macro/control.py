@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -158,15 +158,14 @@ def refusal(game: GameAPI, action: str) -> str:
         info = constants.make[item]
         if lacking := missing(game, info["uses"]):
             reasons.append(f"lacks {_listed(lacking)}")
-        away = [s for s in info["nearby"] if not game.nearby(s, 1)]
-        if away:
+        if away := _stations_away(game, item):
             reasons.append(f"no {' and no '.join(away)} nearby")
     elif kind == "place" and item in constants.place:
         info = constants.place[item]
         if lacking := missing(game, info["uses"]):
             reasons.append(f"lacks {_listed(lacking)}")
         faced = game.target_object or game.target_material or "the world's edge"
-        if game.target_object is not None or game.target_material not in info["where"]:
+        if not _free_for(game, game.target, info["where"]):
             reasons.append(f"faces {faced}, not {' or '.join(info['where'])}")
     return "; ".join(reasons)
 
@@ -588,14 +587,21 @@ def _gather_needs(game: GameAPI, needs: dict[str, int], clock: _Clock) -> Action
     return not missing(game, needs)
 
 
+def _stations_away(game: GameAPI, item: str) -> list[str]:
+    """The stations crafting `item` needs that are not nearby (crafter's rule: within 1 tile, 8-way)."""
+    return [s for s in constants.make[item]["nearby"] if not game.nearby(s, 1)]
+
+
+def _free_for(game: GameAPI, tile: tuple[int, int], where: Collection[str]) -> bool:
+    """Whether an item placed on `tile` would stay (crafter's rule: one of `where`, no creature on it)."""
+    return game.material_at(tile) in where and game.object_at(tile) is None
+
+
 def _place_spot(game: GameAPI, where: tuple[str, ...]) -> tuple[int, int] | None:
     """An adjacent tile the item can be placed on: the faced one first."""
     x, y = game.pos
     tiles = [game.target] + [(x + dx, y + dy) for dx, dy in MOVES]
-    for tile in tiles:
-        if game.material_at(tile) in where and game.object_at(tile) is None:
-            return tile
-    return None
+    return next((tile for tile in tiles if _free_for(game, tile, where)), None)
 
 
 def _place(game: GameAPI, item: str, clock: _Clock, solve: bool = True) -> Actions:
@@ -652,7 +658,7 @@ def _craft(game: GameAPI, item: str, clock: _Clock, solve: bool = True) -> Actio
 
     spin = _Spin(clock)
     while clock.left > 0 and _count(game, achievement) == before:
-        away = [s for s in stations if not game.nearby(s, 1)]
+        away = _stations_away(game, item)
         if not away:
             clock.tick()
             yield f"make_{item}"
