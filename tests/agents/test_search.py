@@ -91,17 +91,22 @@ def test_a_repair_round_carries_the_failing_line_the_last_actions_and_the_invent
     assert choice.search.rounds == 2 and choice.search.stopped == "rounds" and choice.search.won is None
 
 
+def repair_prompt(code: str, task: str, sub: SubAction, world: int, max_steps: int) -> str:
+    """The repair round's prompt after `code`, the only reply, was probed once in `world`."""
+    backend = Scripted(lambda messages, schema, s: fenced(code))
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(world,), probe_max_steps=max_steps,
+        goal_fallback=False))
+    agent.write_macro(task, sub)
+    return backend.requests[1][0][-1]["content"]
+
+
 def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_refused_its_craft() -> None:
     # Presses the craft with nothing held and no table, then returns: the call "succeeded" as a program
     # but never reached its goal, and the prompt says so and why crafter did nothing.
     press = 'def craft(game):\n    yield "make_wood_pickaxe"\n'
     sub = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
-    backend = Scripted(lambda messages, schema, s: fenced(press))
-    agent = FastAgent(LLMClient(backend), AgentConfig(
-        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(0,), probe_max_steps=16,
-        goal_fallback=False))
-    agent.write_macro("make_wood_pickaxe", sub)
-    prompt = backend.requests[1][0][-1]["content"]
+    prompt = repair_prompt(press, "make_wood_pickaxe", sub, world=0, max_steps=16)
     assert "it returned after 1 steps without reaching its goal" in prompt
     assert "ended with success" not in prompt
     assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
@@ -112,12 +117,7 @@ def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:
     # and the repair prompt says what was missing, from crafter's data (wood comes from a tree).
     returns = ('def chop_tree(game):\n    tree = game.nearest("tree")\n    if tree is None:\n'
                '        return False\n    ok = yield from game.walk_to("tree")\n    yield "do"\n')
-    backend = Scripted(lambda messages, schema, s: fenced(returns))
-    agent = FastAgent(LLMClient(backend), AgentConfig(
-        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(5,), probe_max_steps=64,
-        goal_fallback=False))
-    agent.write_macro("collect_wood", CHOP)
-    prompt = backend.requests[1][0][-1]["content"]
+    prompt = repair_prompt(returns, "collect_wood", CHOP, world=5, max_steps=64)
     assert "Not in view when it started nor when it ended: tree, which the goal needs" in prompt
     assert "without reaching its goal, at line 4: return False." in prompt
     assert "not in view at its start or end: tree" in prompt
