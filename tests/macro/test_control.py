@@ -15,7 +15,7 @@ from rlgpt.envs.crafter import CrafterEnv
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.code_skills import CodeSkill, link_skills
 from rlgpt.macro.compiler import MacroSource, compile_macro
-from rlgpt.macro.diagnostics import MacroCompileError
+from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.runtime import run_macro
 
 SEEDS = range(30)
@@ -53,22 +53,27 @@ def test_a_primitive_stops_within_its_step_bound_and_returns_false(env) -> None:
     assert result.outcome == "success" and result.steps == 13
 
 
+def rejected(body: str, api: str = "expert") -> Diagnostic:
+    """The first diagnostic of ``def m(game):`` with `body` (indented lines), which must not compile."""
+    with pytest.raises(MacroCompileError) as caught:
+        compile_macro(MacroSource("m", f"def m(game):\n{body}"), api=api)
+    return caught.value.diagnostics[0]
+
+
 @pytest.mark.parametrize("line", ['game.collect("wood")', 'yield game.craft("wood_pickaxe")'])
 def test_calling_a_primitive_without_yield_from_is_a_compile_diagnostic(line) -> None:
-    with pytest.raises(MacroCompileError) as caught:
-        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"))
-    assert caught.value.diagnostics[0].kind == "primitive_call"
-    assert "yield from" in caught.value.diagnostics[0].message
+    diagnostic = rejected(f"    {line}\n    yield 'noop'\n")
+    assert diagnostic.kind == "primitive_call"
+    assert "yield from" in diagnostic.message
 
 
 @pytest.mark.parametrize("line", ['ok = yield from game.step_toward((0, 1))', 'yield from game.random_move()',
                                   'yield from game.nearest("tree")'])
 def test_yield_from_a_query_is_a_compile_diagnostic(line) -> None:
     # Run, it would yield the action's letters (a bad_action) or fail on None: the compile repair is cheaper.
-    with pytest.raises(MacroCompileError) as caught:
-        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"))
-    assert caught.value.diagnostics[0].kind == "primitive_call"
-    assert "is a query, not a generator" in caught.value.diagnostics[0].message
+    diagnostic = rejected(f"    {line}\n    yield 'noop'\n")
+    assert diagnostic.kind == "primitive_call"
+    assert "is a query, not a generator" in diagnostic.message
     # A stored skill named like a query is the skill's call, not the query's.
     link = {"nearest": CodeSkill("nearest", "", "", 'def nearest(game):\n    yield "noop"\n', 1.0)}
     linked = link_skills("m", "def m(game):\n    yield from skills.nearest(game)\n", link)
@@ -83,9 +88,7 @@ def test_yield_from_a_query_is_a_compile_diagnostic(line) -> None:
 def test_a_yielded_string_that_is_no_action_is_a_compile_diagnostic(line, hint) -> None:
     # Measured (make_stone_sword, b33dfc3): the model copied the probe trace's `action@target` notation
     # into code; at run time every call failed with bad_action. Compiled, the diagnostic says how to fix it.
-    with pytest.raises(MacroCompileError) as caught:
-        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n"), api="primitives")
-    diagnostic = caught.value.diagnostics[0]
+    diagnostic = rejected(f"    {line}\n", api="primitives")
     assert diagnostic.kind == "bad_action" and diagnostic.line == 2 and hint in diagnostic.message
     compile_macro(MacroSource("m", 'def m(game):\n    yield "do" if game.health else "place_table"\n'))
 
@@ -95,9 +98,7 @@ def test_a_yielded_string_that_is_no_action_is_a_compile_diagnostic(line, hint) 
     ("yield from game.gather", "call it: `yield from game.gather(...)`")])
 def test_yield_from_a_member_not_called_is_a_compile_diagnostic(line, fix) -> None:
     # Measured: a wake_up skill's `yield from game.sleeping` failed every probe call at run time.
-    with pytest.raises(MacroCompileError) as caught:
-        compile_macro(MacroSource("m", f"def m(game):\n    {line}\n    yield 'noop'\n"), api="primitives")
-    diagnostic = caught.value.diagnostics[0]
+    diagnostic = rejected(f"    {line}\n    yield 'noop'\n", api="primitives")
     assert diagnostic.kind == "primitive_call" and "is not a generator" in diagnostic.message
     assert fix in diagnostic.message
     compile_macro(MacroSource("m", "def m(game):\n    if game.sleeping:\n        yield 'noop'\n"),

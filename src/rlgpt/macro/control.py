@@ -121,10 +121,8 @@ def goal_sources(goal: str) -> tuple[str, ...]:
     kind, _, name = goal.partition("_")
     if goal in constants.achievements and kind in ("collect", "make"):
         goal = name
-    if goal in _COLLECT:
-        return (goal,)
-    if goal in _ITEM_SOURCE:
-        return (_ITEM_SOURCE[goal],)
+    if goal in _COLLECT or goal in _ITEM_SOURCE:
+        return (collect_source(goal),)
     if goal in constants.make:
         return tuple(constants.make[goal]["nearby"])
     return ()

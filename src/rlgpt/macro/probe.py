@@ -352,7 +352,8 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
             unlocked = tuple(k for k in sorted(after.achievements)
                              if after.achievements[k] > before.achievements.get(k, 0))
             reached = None if goal is None else goal.reached(before, after)
-            unseen = tuple(k for k in sources if k not in seen and game.nearest(k) is None)
+            unseen = (tuple(k for k in sources if k not in seen and game.nearest(k) is None)
+                      if reached is False else ())
             calls.append(ProbeCall(
                 seed=seed, call=call, before=before, after=after,
                 inventory_diff={k: v for k, v in diff.items() if v}, unlocked=unlocked,
@@ -360,7 +361,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
                 reached_goal=reached, trace=tuple(trace.actions), failure=game.last_failure,
                 returned_at=result.returned_at,
-                unseen=unseen if reached is False else (),
+                unseen=unseen,
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:
