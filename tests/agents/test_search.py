@@ -4,6 +4,7 @@ replies a test needs, in order, through the real client, compiler, sandbox and C
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,6 +111,28 @@ def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_r
     assert "it returned after 1 steps without reaching its goal" in prompt
     assert "ended with success" not in prompt
     assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
+
+
+def test_a_repair_round_says_a_spinning_macro_faces_the_tile_its_source_became() -> None:
+    # The 1.5B's get_wood (measured on make_stone_sword): one walk to a tree, then `do` until it holds 4
+    # wood. The tree turns into grass at the first wood, and the macro hits grass until the player dies.
+    # The prompt counts the whole run and says, from crafter's data, what the tree became.
+    spins = ('def get_wood(game):\n    ok = yield from game.walk_to("tree")\n    while True:\n'
+             '        yield "do"\n        if game.item("wood") >= 4:\n            return\n')
+    sub = SubAction("get_wood", "collect wood until the inventory holds 4", "code", "wood", "")
+    prompt = repair_prompt(spins, "collect_wood", sub, world=0, max_steps=400)  # until the player dies
+    run = re.search(r"\(the last (\d+) actions were all do@grass\)", prompt)
+    assert run and int(run.group(1)) > 8, prompt  # longer than the 8 actions the trace keeps
+    assert "Collecting tree turns the tile into grass, so `do` facing grass gives no more wood" in prompt
+
+
+def test_a_repeated_action_that_is_no_spent_source_gets_no_collecting_hint() -> None:
+    # Pressing a craft with no table: the run is counted, but nothing was collected from a spent tile.
+    press = 'def craft(game):\n    while True:\n        yield "make_wood_pickaxe"\n'
+    sub = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
+    prompt = repair_prompt(press, "make_wood_pickaxe", sub, world=0, max_steps=16)
+    assert "(the last 16 actions were all make_wood_pickaxe@" in prompt
+    assert "Collecting" not in prompt
 
 
 def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:

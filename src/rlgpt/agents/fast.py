@@ -23,6 +23,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from crafter import constants
+
 from rlgpt import prompts
 from rlgpt.agents.code import (
     CodeAttempt,
@@ -51,7 +53,7 @@ from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import CodeSkill, goal_key, link_skills, retrieve
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.contain import ContainLimits, run_contained
-from rlgpt.macro.control import goal_macro_code
+from rlgpt.macro.control import goal_macro_code, spent_source
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
@@ -325,6 +327,19 @@ def failing_call_text(candidate: MacroCandidate) -> str:
             n = int(found.group(1))
             lines.append(f"The failing line ({n}): {code[n - 1].strip()}")
     lines.append(f"Its last actions: {' '.join(call.trace) or '(none)'}")
+    if call.trace and call.repeated > 2:
+        last = call.trace[-1]
+        lines[-1] += f" (the last {call.repeated} actions were all {last})"
+        action, _, faced = last.partition("@")
+        goal = candidate.probe.goal
+        source = spent_source(goal, faced) if action == "do" and goal else None
+        if source:
+            gives = " and ".join(constants.collect[source]["receive"])
+            # Measured: the 1.5B wrote walk_to("tree") once, then `do` until it held 4 wood; the tree
+            # turned into grass at the first wood and the macro hit grass until the player died.
+            lines.append(f"Collecting {source} turns the tile into {faced}, so `do` facing {faced} gives no "
+                         f"more {gives}: after each {source} collected, walk to the next {source} before "
+                         f"the next `do`.")
     if call.unseen:
         what = " and ".join(call.unseen)
         lines.append(f"Not in view when it started nor when it ended: {what}, which the goal needs. When "

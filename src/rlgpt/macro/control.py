@@ -128,6 +128,16 @@ def goal_sources(goal: str) -> tuple[str, ...]:
     return ()
 
 
+def spent_source(goal: str, material: str) -> str | None:
+    """The goal's source material that collecting turns into `material` (tree for grass when the goal is
+    wood, stone for path): a player acting at `material` faces a spent tile; None when none does."""
+    for source in goal_sources(goal):
+        info = _COLLECT.get(source)
+        if info is not None and info["leaves"] == material != source:
+            return source
+    return None
+
+
 def _meant(name: str) -> str:
     """The primitive call that does get `name`, for the error of a call that cannot (" (it is collected:
     game.gather('coal'))"); "" for a name nothing gets. The 1.5B crafts or places coal, gathers tables."""

@@ -117,6 +117,9 @@ class ProbeCall:
     ``("tree",)`` for wood) that were not in view, neither at the call's start nor when it ended.
     The code had to look for one and did not (measured: a get_wood that returns when no tree is in view
     probes 1.00 on worlds that start with one)."""
+    repeated: int = 0
+    """How many times in a row the call's last action (as `trace` writes it) was taken at its end: a macro
+    that spins (``do`` at a spent tile until the player dies) shows a run far longer than `trace`."""
 
     @property
     def achieved(self) -> bool:
@@ -139,6 +142,8 @@ class ProbeCall:
         diag = f" | {self.diagnostic}" if self.diagnostic else ""
         unlocked = f" unlocked {', '.join(self.unlocked)}" if self.unlocked else ""
         trace = f" | last actions: {' '.join(self.trace)}" if self.trace else ""
+        if self.trace and self.repeated > 2:
+            trace += f" (the last {self.repeated} all {self.trace[-1]})"
         trace += f" | last primitive failed: {self.failure}" if self.failure else ""
         trace += f" | not in view at its start or end: {', '.join(self.unseen)}" if self.unseen else ""
         return (f"seed {self.seed} call {self.call}: {self.outcome} in {self.steps} steps, "
@@ -272,20 +277,26 @@ class _Trace(gymnasium.Wrapper):
         super().__init__(env)
         self.game = game
         self.actions: deque[str] = deque(maxlen=TRACE_STEPS)
+        self.repeated = 0
+        """How many times in a row the last recorded action was taken."""
+
+    def _record(self, action: str) -> None:
+        self.repeated = self.repeated + 1 if self.actions and self.actions[-1] == action else 1
+        self.actions.append(action)
 
     def step(self, action: int):
         name = ACTION_NAMES[int(action)]
         if not name.startswith("move_"):
             refused = refusal(self.game, name)  # the state before the step is what crafter judged
-            self.actions.append(f"{name}@{self.game.target_material or 'outside'}"
-                                + (f"(refused: {refused})" if refused else ""))
+            self._record(f"{name}@{self.game.target_material or 'outside'}"
+                         + (f"(refused: {refused})" if refused else ""))
             return self.env.step(action)
         before = self.game.pos
         out = self.env.step(action)
         if self.game.pos == before:  # the move turned the player toward what blocked it
             what = self.game.target_object or self.game.target_material or "the world's edge"
             name = f"{name}(blocked by {what})"
-        self.actions.append(name)
+        self._record(name)
         return out
 
 
@@ -361,7 +372,7 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
                 diagnostic=None if result.diagnostic is None else str(result.diagnostic),
                 reached_goal=reached, trace=tuple(trace.actions), failure=game.last_failure,
                 returned_at=result.returned_at,
-                unseen=unseen,
+                unseen=unseen, repeated=trace.repeated,
             ))
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
             if result.terminated or result.truncated:
