@@ -3,6 +3,7 @@ replies a test needs, in order, through the real client, compiler, sandbox and C
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -210,6 +211,36 @@ def test_the_critics_named_sub_action_and_change_reach_the_next_fast_prompt_for_
     assert chop and all(f"The critic on `chop_tree`: {change}" in p for p in chop)
     assert place and all(change not in p for p in place)
     assert result.to_dict()["notes"] == {"chop_tree": change}
+
+
+def test_a_macro_that_never_reached_its_goal_does_not_set_where_the_next_is_probed() -> None:
+    # A kept macro that no probe call saw reach its goal is not trained (`trained_macros`), so the next
+    # sub-action is probed from the worlds' start, not after it (measured: a get_wood that spun until the
+    # player died left every later sub-action without a single probe call).
+    table = SubAction("place_it", "place a table", "code", "place_table", "")
+
+    def setups(chop: str) -> list[str]:
+        def reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
+            asked = messages[-1]["content"]
+            if schema is not None:
+                return json.dumps({"horizon": 100, "observation": ["view"], "macros": []})
+            if "Write the macro `chop_tree(game)`" in asked:
+                return chop
+            if "Write the macro `place_it(game)`" in asked:
+                return IDLE.replace("chop_tree", "place_it")
+            return "```python\ndef reward(game, prev):\n    return 0.0\n```"
+
+        config = dataclasses.replace(SEARCH, samples=1, probe_repair_retries=0)
+        agent = FastAgent(LLMClient(Scripted(reply)), config)
+        result = agent.run("place_table", Decomposition((CHOP, table)))
+        place = result.to_dict()["macros"][1]
+        assert place["subaction"] == "place_it"
+        probe = place["candidates"][0]["probe"]
+        assert len(probe["calls"]) == 2  # one call per probe world either way
+        return probe["setup"]
+
+    assert setups(IDLE) == []
+    assert setups(GOOD) == ["chop_tree"]
 
 
 def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:

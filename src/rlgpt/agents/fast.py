@@ -880,7 +880,10 @@ class FastAgent:
             choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup,
                                       (carried or {}).get(sub.goal), search_anyway=bool(note))
             choices.append(choice)
-            if choice.best is not None:
+            # Only a macro training gets (`trained_macros`) sets where the next ones are probed: measured on
+            # make_stone_sword, a get_wood that spun until the player died left every later sub-action
+            # with no probe call at all, and their searches (13 minutes of decoding) with nothing to go by.
+            if choice.best is not None and (reached_goal_once(choice) or not sub.goal):
                 setup = (*setup, choice.best.code.compiled)
         kept = {c.subaction.name: c for c in choices if c.source is not None}
         checked = self.reward_check_steps
