@@ -147,6 +147,19 @@ def test_a_repair_round_says_the_goals_source_was_never_in_view() -> None:
     assert "not in view at its start or end: tree" in prompt
 
 
+def test_a_repair_round_says_a_missing_station_must_be_placed_and_what_its_recipe_lacked() -> None:
+    # Exploring for a table in a world that has none (crafter's worlds start without one) with nothing
+    # held: the prompt says that a table exists only once placed, not to explore for one, and what the
+    # inventory lacked for the craft when the call ended.
+    search = ('def pickaxe(game):\n    ok = yield from game.explore("table", max_steps=20)\n    if not ok:\n'
+              '        return False\n    yield "make_wood_pickaxe"\n')
+    sub = SubAction("pickaxe", "make a wood pickaxe", "code", "make_wood_pickaxe", "")
+    prompt = repair_prompt(search, "make_wood_pickaxe", sub, world=0, max_steps=32)
+    assert "No table was in view, and exploring finds none: a table exists only where the player" in prompt
+    assert "Not in view when it started nor when it ended: table" not in prompt
+    assert "When it ended, the inventory lacked 1 wood for make_wood_pickaxe: get that first." in prompt
+
+
 def test_each_repair_round_revises_a_candidate_no_earlier_round_revised() -> None:
     # Three idle programs, each missing the goal alike: the earliest stays the best, yet the third round
     # revises the second (the first was revised already), never the same prompt twice.

@@ -433,3 +433,21 @@ def test_exploring_for_a_station_placed_earlier_heads_back_to_it(env) -> None:
     result = run_macro(env, compile_macro(MacroSource("m", code), api="primitives"), game, gamma=1.0,
                        max_steps=MAX_STEPS)
     assert game.nearest("table") is not None and game.last_failure == "" and result.steps <= 21
+
+
+def test_the_recipe_facts_repair_prompts_use_come_from_crafters_data() -> None:
+    from rlgpt.macro.control import placed_only, recipe_gap, spent_source
+
+    assert recipe_gap("make_wood_pickaxe", {"wood": 0}) == ("make_wood_pickaxe", {"wood": 1})
+    assert recipe_gap("stone_sword", {"wood": 1}) == ("make_stone_sword", {"stone": 1})
+    assert recipe_gap("place_furnace", {"stone": 1}) == ("place_furnace", {"stone": 3})
+    assert recipe_gap("place_table", {"wood": 9}) == ("place_table", {})
+    assert recipe_gap("collect_wood", {}) == recipe_gap("wood", {}) == ("", {})
+    # A table or furnace exists only once placed; stone and trees are in the world from the start.
+    assert placed_only("table") and placed_only("furnace") and placed_only("plant")
+    assert not placed_only("stone") and not placed_only("tree") and not placed_only("cow")
+    # Collecting turns a tree into grass and stone into path; water stays water, and a make_ goal's
+    # sources are stations, which nothing collects.
+    assert spent_source("wood", "grass") == spent_source("collect_wood", "grass") == "tree"
+    assert spent_source("collect_stone", "path") == "stone"
+    assert spent_source("drink", "water") is None and spent_source("make_wood_pickaxe", "grass") is None

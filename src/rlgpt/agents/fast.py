@@ -53,7 +53,7 @@ from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import CodeSkill, goal_key, link_skills, retrieve
 from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.contain import ContainLimits, run_contained
-from rlgpt.macro.control import goal_macro_code, spent_source
+from rlgpt.macro.control import goal_macro_code, placed_only, recipe_gap, spent_source
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.probe import Goal, ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
@@ -340,11 +340,22 @@ def failing_call_text(candidate: MacroCandidate) -> str:
             lines.append(f"Collecting {source} turns the tile into {faced}, so `do` facing {faced} gives no "
                          f"more {gives}: after each {source} collected, walk to the next {source} before "
                          f"the next `do`.")
-    if call.unseen:
-        what = " and ".join(call.unseen)
+    found = [k for k in call.unseen if not placed_only(k)]
+    if found:
+        what = " and ".join(found)
         lines.append(f"Not in view when it started nor when it ended: {what}, which the goal needs. When "
                      f"none is in view, the code must look for one (move or explore until one is in view) "
                      f"instead of returning.")
+    for kind in (k for k in call.unseen if placed_only(k)):
+        # Measured: told to look for the table it needed, the 1.5B explored for 100 steps in worlds that
+        # have none until the player places one.
+        lines.append(f"No {kind} was in view, and exploring finds none: a {kind} exists only where the "
+                     f"player placed one (place_{kind}). Place one first, or walk back to one placed "
+                     f"earlier.")
+    action, lacking = recipe_gap(candidate.probe.goal or "", call.after.inventory)
+    if lacking:
+        lacks = ", ".join(f"{n} {k}" for k, n in lacking.items())
+        lines.append(f"When it ended, the inventory lacked {lacks} for {action}: get that first.")
     diff = ", ".join(f"{k}{v:+d}" for k, v in call.inventory_diff.items()) or "no change"
     lines.append(f"Its inventory change: {diff} (inventory before: "
                  f"{', '.join(f'{k} {v}' for k, v in call.before.inventory.items()) or 'empty'})")

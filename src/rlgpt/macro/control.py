@@ -128,6 +128,24 @@ def goal_sources(goal: str) -> tuple[str, ...]:
     return ()
 
 
+def recipe_gap(goal: str, inventory: dict[str, int]) -> tuple[str, dict[str, int]]:
+    """For a goal crafter's recipes make or place (make_wood_pickaxe or wood_pickaxe, place_table): its action
+    and what `inventory` lacks of what that action uses; ("", {}) for any other goal."""
+    name = goal.removeprefix("make_").removeprefix("place_")
+    for action, recipes in (("make", constants.make), ("place", constants.place)):
+        if name in recipes and goal in (name, f"{action}_{name}"):
+            uses = recipes[name]["uses"]
+            return f"{action}_{name}", {k: v - inventory.get(k, 0) for k, v in uses.items()
+                                         if inventory.get(k, 0) < v}
+    return "", {}
+
+
+def placed_only(kind: str) -> bool:
+    """Whether tiles of `kind` exist only once the player places them (a table, a furnace: crafter's worlds
+    start with none), so no amount of exploring finds one."""
+    return kind in constants.place and kind not in constants.collect
+
+
 def spent_source(goal: str, material: str) -> str | None:
     """The goal's source material that collecting turns into `material` (tree for grass when the goal is
     wood, stone for path): a player acting at `material` faces a spent tile; None when none does."""
