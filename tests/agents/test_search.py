@@ -23,6 +23,7 @@ from rlgpt.run.loop import carry, verified_macros
 
 CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
                  "wood", "a fixed recipe")
+CRAFT = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
 IDLE_CODE = 'def chop_tree(game):\n    for i in range(3):\n        yield "noop"\n'
 IDLE = fenced(IDLE_CODE)
 GOOD = fenced(chop_source("chop_tree"))
@@ -53,6 +54,22 @@ class Scripted:
     def complete_many(self, messages: list[Message], samplings: list[SamplingParams]) -> list[Completion]:
         self.batches.append([s.seed for s in samplings])
         return [self.complete(messages, None, s) for s in samplings]
+
+
+def chain_reply(chop: str) -> Reply:
+    """The fast agent's replies for the chain (CHOP, place_it): `chop` for chop_tree, an idle place_it, a
+    zero reward and a minimal setup."""
+    def reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
+        asked = messages[-1]["content"]
+        if schema is not None:
+            return json.dumps({"horizon": 100, "observation": ["view"], "macros": []})
+        if "Write the macro `chop_tree(game)`" in asked:
+            return chop
+        if "Write the macro `place_it(game)`" in asked:
+            return IDLE.replace("chop_tree", "place_it")
+        return "```python\ndef reward(game, prev):\n    return 0.0\n```"
+
+    return reply
 
 
 def test_the_search_stops_at_the_first_candidate_that_reaches_the_goal_in_every_probe_call() -> None:
@@ -106,9 +123,8 @@ def repair_prompt(code: str, task: str, sub: SubAction, world: int, max_steps: i
 def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_refused_its_craft() -> None:
     # Presses the craft with nothing held and no table, then returns: the call "succeeded" as a program
     # but never reached its goal, and the prompt says so and why crafter did nothing.
-    press = 'def craft(game):\n    yield "make_wood_pickaxe"\n'
-    sub = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
-    prompt = repair_prompt(press, "make_wood_pickaxe", sub, world=0, max_steps=16)
+    prompt = repair_prompt('def craft(game):\n    yield "make_wood_pickaxe"\n', "make_wood_pickaxe", CRAFT,
+                           world=0, max_steps=16)
     assert "it returned after 1 steps without reaching its goal" in prompt
     assert "ended with success" not in prompt
     assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
@@ -130,8 +146,7 @@ def test_a_repair_round_says_a_spinning_macro_faces_the_tile_its_source_became()
 def test_a_repeated_action_that_is_no_spent_source_gets_no_collecting_hint() -> None:
     # Pressing a craft with no table: the run is counted, but nothing was collected from a spent tile.
     press = 'def craft(game):\n    while True:\n        yield "make_wood_pickaxe"\n'
-    sub = SubAction("craft", "craft a wood pickaxe", "code", "make_wood_pickaxe", "")
-    prompt = repair_prompt(press, "make_wood_pickaxe", sub, world=0, max_steps=16)
+    prompt = repair_prompt(press, "make_wood_pickaxe", CRAFT, world=0, max_steps=16)
     assert "(the last 16 actions were all make_wood_pickaxe@" in prompt
     assert "Collecting" not in prompt
 
@@ -205,17 +220,7 @@ def test_the_critics_named_sub_action_and_change_reach_the_next_fast_prompt_for_
     assert "in training: calls 12" in asked[-1]["content"] and "last actions: noop" in asked[-1]["content"]
     assert schema is not None and schema["properties"]["subaction"]["enum"] == ["chop_tree", "place_it", ""]
 
-    def fast_reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
-        asked = messages[-1]["content"]
-        if schema is not None:
-            return json.dumps({"horizon": 100, "observation": ["view"], "macros": []})
-        if "Write the macro `chop_tree(game)`" in asked:
-            return GOOD
-        if "Write the macro `place_it(game)`" in asked:
-            return IDLE.replace("chop_tree", "place_it")
-        return "```python\ndef reward(game, prev):\n    return 0.0\n```"
-
-    fast_backend = Scripted(fast_reply)
+    fast_backend = Scripted(chain_reply(GOOD))
     agent = FastAgent(LLMClient(fast_backend), SEARCH)
     result = agent.run("collect_wood", decomposition, "none", critic_notes(feedback.to_dict()))
     asked = [m[-1]["content"] for m, schema, _ in fast_backend.requests if schema is None]
@@ -233,18 +238,8 @@ def test_a_macro_that_never_reached_its_goal_does_not_set_where_the_next_is_prob
     table = SubAction("place_it", "place a table", "code", "place_table", "")
 
     def setups(chop: str) -> list[str]:
-        def reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
-            asked = messages[-1]["content"]
-            if schema is not None:
-                return json.dumps({"horizon": 100, "observation": ["view"], "macros": []})
-            if "Write the macro `chop_tree(game)`" in asked:
-                return chop
-            if "Write the macro `place_it(game)`" in asked:
-                return IDLE.replace("chop_tree", "place_it")
-            return "```python\ndef reward(game, prev):\n    return 0.0\n```"
-
         config = dataclasses.replace(SEARCH, samples=1, probe_repair_retries=0)
-        agent = FastAgent(LLMClient(Scripted(reply)), config)
+        agent = FastAgent(LLMClient(Scripted(chain_reply(chop))), config)
         result = agent.run("place_table", Decomposition((CHOP, table)))
         place = result.to_dict()["macros"][1]
         assert place["subaction"] == "place_it"
