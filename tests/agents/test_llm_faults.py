@@ -155,6 +155,33 @@ def test_a_goal_naming_the_achievements_own_item_keeps_its_description() -> None
         "unlock the achievement make_wood_pickaxe")
 
 
+def test_a_craft_or_place_description_that_contradicts_the_recipe_gets_the_recipes() -> None:
+    # Wordings the 1.5B wrote (make_stone_sword, place_furnace): the collecting sub-action's template copied
+    # onto a craft, and a table placed on a tree. The fast agent wrote what they said.
+    said = {"get_wood": "explore until a tree tile is in view, walk to it, face it and do until the "
+                        "inventory holds 4 wood",
+            "place_table": "face a tree tile and place_table",
+            "make_wood_pickaxe": "explore until a table tile is in view, walk to it, face it and do until "
+                                 "the inventory holds 1 wood_pickaxe",
+            "pickaxe": "walk to the nearest stone tile, face it and do until the inventory holds 1 "
+                       "stone_pickaxe",
+            "make_stone_sword": "face a grass tile and make_stone_sword"}
+    goals = {"get_wood": "wood", "place_table": "place_table", "make_wood_pickaxe": "make_wood_pickaxe",
+             "pickaxe": "stone_pickaxe", "make_stone_sword": "make_stone_sword"}
+    data = {"subactions": [{**sub(n, goals[n]), "description": d} for n, d in said.items()]}
+    fixed, notes = check_goals(data, "make_stone_sword+make_stone_pickaxe")
+    got = {s["name"]: s["description"] for s in fixed["subactions"]}
+    assert got["get_wood"] == said["get_wood"]  # collecting is a `do`
+    assert got["make_stone_sword"] == said["make_stone_sword"]  # nothing the recipe forbids
+    assert got["place_table"].startswith("place_table: uses") and "grass, sand, path" in got["place_table"]
+    assert got["make_wood_pickaxe"].startswith("make_wood_pickaxe: uses 1 wood")
+    assert got["pickaxe"].startswith("make_stone_pickaxe: uses")
+    assert "place_table: description -> the recipe's (table cannot be placed on tree)" in notes
+    assert ("make_wood_pickaxe: description -> the recipe's (it said to `do`, and make_wood_pickaxe is its "
+            "own action)") in notes
+    Decomposition.from_dict(fixed)
+
+
 STEPS = [sub("get_wood", "wood"), sub("get_iron", "iron"), sub("pickaxe", "wood_pickaxe"),
          sub("stone", "collect_stone"), sub("iron_pickaxe", "make_iron_pickaxe")]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +206,8 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
       achievement's item), its description is replaced too, by the achievement's recipe line (at `env_doc`
       ``full``; its name otherwise);
     - a goal naming no achievement or item is repaired when it spells one, else dropped ("");
+    - a make_ or place_ sub-action whose description contradicts the recipe (it says to ``do``, or to place
+      facing a tile the recipe does not allow) gets the recipe's description (`_misleading`);
     - when no sub-action has the task's own achievement (or the item it gives) as its goal, a coded
       sub-action for it is appended
       (replacing the last other one when the list is full); its description is the recipe line at
@@ -246,6 +249,14 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             notes.append(f"{name}: goal {goal!r} names no achievement or item; "
                          + (f"-> {fixed!r}" if fixed else "dropped"))
             sub["goal"] = fixed or ""
+        action = _recipe_action(sub.get("goal", ""))
+        wrong = _misleading(action, sub.get("description")) if action else ""
+        if wrong:
+            # The small model copies the collecting sub-action's wording onto a craft ("explore until a
+            # table tile is in view, walk to it, face it and do until the inventory holds 1 wood_pickaxe")
+            # and the fast agent writes exactly that: `do` at a table, exploring for a table never placed.
+            sub["description"] = _recipe_subaction(action, "", env_doc)["description"]
+            notes.append(f"{name}: description -> the recipe's ({wrong})")
     targets = [t for t in task_targets(task) if t in constants.achievements]
     if start is not None:
         redo = set(start.unlocked) - set(remaining_chain(targets, start.unlocked, dict(start.inventory)))
@@ -279,6 +290,35 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
     if env_doc == "full" and targets:
         notes.extend(_insert_missing_links(subs, task_chain(task, start), env_doc))
     return data, notes
+
+
+def _recipe_action(goal: Any) -> str:
+    """The make_ or place_ achievement a goal names (``make_wood_pickaxe``, or its item ``wood_pickaxe``);
+    "" for a goal that is collected, eaten, ... (``stone`` is collected: its place_ is named so)."""
+    if not isinstance(goal, str):
+        return ""
+    if goal in constants.achievements and goal.partition("_")[0] in ("make", "place"):
+        return goal
+    return f"make_{goal}" if goal in constants.make else ""
+
+
+_DO = re.compile(r"\bdo\b")
+_FACE = re.compile(r"\bface an? (\w+) tile")
+
+
+def _misleading(action: str, description: Any) -> str:
+    """Why a make_ or place_ sub-action's `description` contradicts crafter's recipe for `action` ("" when
+    it does not): it says to ``do`` (crafting and placing are their own actions), or to place facing a
+    material the recipe does not allow."""
+    if not isinstance(description, str):
+        return ""
+    if _DO.search(description):
+        return f"it said to `do`, and {action} is its own action"
+    kind, _, item = action.partition("_")
+    faced = _FACE.search(description)
+    if kind == "place" and faced and faced.group(1) not in constants.place[item]["where"]:
+        return f"{item} cannot be placed on {faced.group(1)}"
+    return ""
 
 
 def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str) -> list[str]:
