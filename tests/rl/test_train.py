@@ -49,7 +49,10 @@ def test_checkpoint_loads_with_the_safe_unpickler(trained_run):
     assert ckpt["env_steps"] > 0
     assert any(k.startswith("encoder.") for k in ckpt["model"])
     assert isinstance(ckpt["best_performance"], np.floating), "SF's best-policy tracking did not run"
-    assert load_checkpoint(latest_checkpoint(result.run_dir, kind="best"))["env_steps"] > 0
+    best = load_checkpoint(latest_checkpoint(result.run_dir, kind="best"))
+    # Not its env_steps: SF saves the best policy when episode statistics arrive, with the learner's count
+    # at that moment, 0 when the first episodes end before its first batch (seen in CI on a loaded box).
+    assert any(k.startswith("encoder.") for k in best["model"])
 
 
 def test_without_the_allow_list_torch_refuses_the_checkpoint(trained_run):
