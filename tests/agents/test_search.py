@@ -251,6 +251,20 @@ def test_a_macro_that_never_reached_its_goal_does_not_set_where_the_next_is_prob
     assert setups(GOOD) == ["chop_tree"]
 
 
+def test_a_later_iterations_searches_sample_with_new_seeds() -> None:
+    # The loop's second iteration asked the same prompts as its first; with the same seeds the response
+    # cache gave the same replies back. Each draw (the iteration's index) samples from its own seeds.
+    config = dataclasses.replace(SEARCH, samples=2, probe_repair_retries=1)
+    seeds = []
+    for draw in (0, 1):
+        backend = Scripted(chain_reply(IDLE))
+        FastAgent(LLMClient(backend), config).run("place_table", Decomposition((CHOP, SubAction(
+            "place_it", "place a table", "code", "place_table", ""))), draw=draw)
+        seeds.append({seed for batch in backend.batches for seed in batch})
+    assert seeds[0] == {0, 1, 2, 3}  # two rounds of two, per sub-action
+    assert seeds[1] == {100, 101, 102, 103}
+
+
 def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:
     backend = Scripted(lambda messages, schema, s: IDLE)
     agent = FastAgent(LLMClient(backend), AgentConfig(

@@ -24,6 +24,7 @@ from loop_helpers import (
 
 from rlgpt import layout, rundir
 from rlgpt.agents.critic import Critic, critic_schema
+from rlgpt.agents.fast import FastAgent
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.agents.slow import SlowAgent
 from rlgpt.llm.client import LLMClient
@@ -340,7 +341,8 @@ def test_a_slow_verdict_on_a_plan_whose_macros_all_work_keeps_the_decomposition(
     assert kept["candidates"][0]["carried_from"] == "iter_000" and kept["best"] == 0
 
 
-def test_a_slow_verdict_with_no_outer_iteration_left_goes_to_the_fast_agent(tmp_path: Path) -> None:
+def test_a_slow_verdict_with_no_outer_iteration_left_goes_to_the_fast_agent(tmp_path: Path,
+                                                                          monkeypatch) -> None:
     """At max_outer 1 the critic asks for a new decomposition after the first of two inner iterations: no
     outer iteration is left, so the verdict becomes "fast" (recorded as overruled) and the second iteration
     runs on the same decomposition, its fast step carrying the critic's problems (the run does not end with
@@ -362,6 +364,14 @@ def test_a_slow_verdict_with_no_outer_iteration_left_goes_to_the_fast_agent(tmp_
                 return Completion(json.dumps(verdict), 10, 10, "stop", self.model_id)
             return super().complete(messages, schema, sampling)
 
+    draws: list[int] = []
+    searched = FastAgent.run
+
+    def run_recording(agent, *args, draw: int = 0, **kwargs):
+        draws.append(draw)
+        return searched(agent, *args, draw=draw, **kwargs)
+
+    monkeypatch.setattr(FastAgent, "run", run_recording)
     summary = run(cfg, backend=SlowCritic())
 
     critic = json.loads((run_dir / "iter_000" / "critic.json").read_text())
@@ -371,3 +381,5 @@ def test_a_slow_verdict_with_no_outer_iteration_left_goes_to_the_fast_agent(tmp_
     assert again["new"] is False and Decomposition.from_dict(again["decomposition"]) == FIRST
     fast = json.loads((run_dir / "iter_001" / "fast.json").read_text())
     assert "the plan never reaches a tree" in fast["feedback"]
+    # The second iteration's searches draw their own sampling seeds (the first's would replay its replies).
+    assert draws == [1]  # iteration 0 was prefilled

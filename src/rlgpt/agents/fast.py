@@ -404,6 +404,13 @@ HORIZON_CAP = 10_000
 """Longest horizon the floor raises to (the setup schema's maximum)."""
 
 
+DRAW_STRIDE = 100
+"""Sampling seeds one `FastAgent.run` draw shifts the macro searches by. Measured on make_stone_sword: the
+second iteration asked three sub-actions' unchanged prompts with the first's seeds, and the response cache
+gave the same 18 replies back (no decode, nothing new). A search samples far fewer than 100 replies; a run's
+seeds span `rlgpt.config.SEED_STRIDE` (1000), so draws 0-9 stay inside it."""
+
+
 def reached_goal_once(choice: MacroChoice) -> bool:
     """Whether `choice`'s kept macro reached its sub-action's goal in at least one probe call (what
     `MacroCandidate.reached` asks of every call, to end the search)."""
@@ -486,6 +493,8 @@ class FastAgent:
         of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
         builds its agents per subtask with it (`rlgpt.run.loop.Agents.starting_from`)."""
         self.start_states: tuple[GameState, ...] = tuple(start_states)
+        self.draw = 0
+        """The current `run`'s draw (its sampling seeds' shift, in `DRAW_STRIDE`s)."""
         """The start states themselves: probe episode j restores state j modulo their number (after its
         seed's reset), so a macro is probed where training will run it (given with `start`)."""
         self.code_skills: dict[str, CodeSkill] = dict(code_skills or {})
@@ -684,7 +693,7 @@ class FastAgent:
             if out_of_time():
                 stats.stopped = "budget"
                 break
-            seeds = [cfg.seed + stats.sampled + k for k in range(cfg.samples)]
+            seeds = [cfg.seed + self.draw * DRAW_STRIDE + stats.sampled + k for k in range(cfg.samples)]
             try:
                 replies = self.client.chat_many(ROLE, messages, [self._sampling(s - cfg.seed) for s in seeds])
             except Exception as exc:  # a dead or timed-out server: the candidates so far are what there is
@@ -866,8 +875,10 @@ class FastAgent:
 
     def run(self, task: str, decomposition: Decomposition, feedback: str = "none",
             notes: Mapping[str, str] | None = None,
-            carried: Mapping[str, CarriedMacro] | None = None) -> FastResult:
+            carried: Mapping[str, CarriedMacro] | None = None, draw: int = 0) -> FastResult:
         """Macros for every "code" sub-action, the reward and the setup, assembled into a FastReply.
+        `draw` (the loop's iteration index) shifts the macro searches' sampling seeds by `DRAW_STRIDE` each:
+        a later iteration asking a sub-action's prompt again samples anew.
         `notes` maps a sub-action to the critic's change for it (`rlgpt.agents.critic.Critic`): that
         sub-action's prompt carries it word for word (`note_feedback`). `carried` maps a goal to an earlier
         iteration's macro that reached it (`rlgpt.run.loop.verified_macros`): tried first for a sub-action
@@ -882,6 +893,7 @@ class FastAgent:
         """
         choices: list[MacroChoice] = []
         setup: tuple[CompiledMacro, ...] = ()
+        self.draw = draw
         for sub in decomposition.subactions:
             if sub.how != "code":
                 continue

@@ -289,7 +289,7 @@ class Loop:
 
                 self.progress.phase("fast", index, task)
                 fast = step(it_dir / layout.FAST_JSON, self.fast_step, it_dir, task, decomposition,
-                            fast_feedback, fast_notes, dict(carried))
+                            fast_feedback, fast_notes, dict(carried), index)
                 carry(carried, verified_macros(fast, it_dir.name))
                 reply = FastReply.from_dict(fast["reply"])
                 self.progress.code(kept_writers(fast))
@@ -368,11 +368,12 @@ class Loop:
 
     def fast_step(self, it_dir: Path, task: str, decomposition: Decomposition,
                   feedback: str, notes: dict[str, str] | None = None,
-                  carried: Mapping[str, CarriedMacro] | None = None) -> dict[str, Any]:
+                  carried: Mapping[str, CarriedMacro] | None = None, index: int = 0) -> dict[str, Any]:
         """Macros, reward and setup (compile-and-repair and probes happen inside `FastAgent.run`; `notes`: the
-        critic's change for the sub-action it named; `carried`: earlier iterations' verified macros by goal);
-        the kept code also goes to readable files beside ``fast.json``."""
-        result = self.agents.fast.run(task, decomposition, feedback, notes, carried)
+        critic's change for the sub-action it named; `carried`: earlier iterations' verified macros by goal;
+        `index`: the iteration's, its searches' draw of sampling seeds); the kept code also goes to readable
+        files beside ``fast.json``."""
+        result = self.agents.fast.run(task, decomposition, feedback, notes, carried, draw=index)
         reply = result.reply
         it_dir.mkdir(parents=True, exist_ok=True)
         if reply.macros:
