@@ -14,7 +14,7 @@ from crafter_helpers import chop_source, fenced
 from loop_helpers import record, smoke_config, write_step
 
 from rlgpt import layout
-from rlgpt.agents.fast import FastAgent
+from rlgpt.agents.fast import DRAW_STRIDE, FastAgent
 from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.config import RunConfig
 from rlgpt.envs.crafter import CrafterEnv
@@ -66,13 +66,16 @@ def cfg_for(run_dir: Path, *overrides: str) -> RunConfig:
                         "agents.probe_warmup_steps=3", "agents.probe_repair_retries=0", *overrides)
 
 
-def record_fast(cfg: RunConfig, decomposition: Decomposition, feedback: str = "none") -> FastAgent:
-    """Record the fast agent's replies (one macro per coded sub-action, the reward, the setup)."""
+def record_fast(cfg: RunConfig, decomposition: Decomposition, feedback: str = "none",
+                iteration: int = 0) -> FastAgent:
+    """Record the fast agent's replies (one macro per coded sub-action, the reward, the setup) for the
+    loop's `iteration` (its macro searches sample from their own seeds: `FastAgent.run`'s draw)."""
     client = build_client(cfg.llm)
     agent = FastAgent(client, cfg.agents)
     replies = {CHOP.name: CHOP_CODE, TABLE.name: IDLE_CODE}
     for sub in decomposition.subactions:
-        record(cfg, agent.macro_messages(TASK, sub, feedback), replies[sub.name], agent._sampling(0))
+        record(cfg, agent.macro_messages(TASK, sub, feedback), replies[sub.name],
+               agent._sampling(iteration * DRAW_STRIDE))
     reward = fit(agent.reward_prompt(TASK, decomposition, feedback), client, cfg.agents.code_max_tokens)
     record(cfg, reward, REWARD_CODE, agent._sampling(0))
     names = [s.name for s in decomposition.subactions]
@@ -175,7 +178,7 @@ def test_a_spent_budget_starts_no_iteration_and_probes_can_end_the_run(tmp_path:
     left = tmp_path / "left"
     cfg = cfg_for(left, "max_inner=3")
     prefill_iteration(left / "iter_000", decomposition, 3250, 600)
-    record_fast(cfg, decomposition, FEEDBACK)
+    record_fast(cfg, decomposition, FEEDBACK, iteration=1)
     summary = run(cfg)
     last = summary["iterations"][-1]
     assert len(summary["iterations"]) == 2 and not (left / "iter_002").exists()
@@ -194,7 +197,7 @@ def test_a_training_gets_what_is_left_and_the_budget_holds_within_one_batch(tmp_
     cfg = cfg_for(run_dir, "max_inner=2", "agents.goal_fallback=false", "success_threshold=0")
     decomposition = Decomposition((TABLE,))
     prefill_iteration(run_dir / "iter_000", decomposition, 2900, 0, ok=False)  # never the best
-    record_fast(cfg, decomposition, FEEDBACK)
+    record_fast(cfg, decomposition, FEEDBACK, iteration=1)
 
     summary = run(cfg)
 
