@@ -443,6 +443,8 @@ def test_the_recipe_facts_repair_prompts_use_come_from_crafters_data() -> None:
     assert recipe_gap("place_furnace", {"stone": 1}) == ("place_furnace", {"stone": 3})
     assert recipe_gap("place_table", {"wood": 9}) == ("place_table", {})
     assert recipe_gap("collect_wood", {}) == recipe_gap("wood", {}) == ("", {})
+    assert recipe_gap("stone", {}) == ("", {})  # stone is collected; placing it is named place_stone
+    assert recipe_gap("place_stone", {}) == ("place_stone", {"stone": 1})
     # A table or furnace exists only once placed; stone and trees are in the world from the start.
     assert placed_only("table") and placed_only("furnace") and placed_only("plant")
     assert not placed_only("stone") and not placed_only("tree") and not placed_only("cow")

@@ -45,6 +45,7 @@ from rlgpt.config import AgentConfig
 from rlgpt.envs.tasks import BENCHMARK_TASK
 from rlgpt.llm.context import CHARS_PER_TOKEN, RolePrompt, ask_fitted, fit
 from rlgpt.llm.types import Message, SamplingParams
+from rlgpt.macro.control import recipe_action
 
 if TYPE_CHECKING:
     from rlgpt.macro.prefix import StartSummary
@@ -249,7 +250,7 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
             notes.append(f"{name}: goal {goal!r} names no achievement or item; "
                          + (f"-> {fixed!r}" if fixed else "dropped"))
             sub["goal"] = fixed or ""
-        action = _recipe_action(sub.get("goal", ""))
+        action = recipe_action(sub.get("goal", ""))
         wrong = _misleading(action, sub.get("description")) if action else ""
         if wrong:
             # The small model copies the collecting sub-action's wording onto a craft ("explore until a
@@ -290,16 +291,6 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
     if env_doc == "full" and targets:
         notes.extend(_insert_missing_links(subs, task_chain(task, start), env_doc))
     return data, notes
-
-
-def _recipe_action(goal: Any) -> str:
-    """The make_ or place_ achievement a goal names (``make_wood_pickaxe``, or its item ``wood_pickaxe``);
-    "" for a goal that is collected, eaten, ... (``stone`` is collected: its place_ is named so)."""
-    if not isinstance(goal, str):
-        return ""
-    if goal in constants.achievements and goal.partition("_")[0] in ("make", "place"):
-        return goal
-    return f"make_{goal}" if goal in constants.make else ""
 
 
 _DO = re.compile(r"\bdo\b")

@@ -128,16 +128,25 @@ def goal_sources(goal: str) -> tuple[str, ...]:
     return ()
 
 
+def recipe_action(goal: object) -> str:
+    """The make_ or place_ achievement a goal names (``make_wood_pickaxe``, or its item ``wood_pickaxe``);
+    "" for a goal that is collected, eaten, ... (``stone`` is collected: its place_ is named so)."""
+    if not isinstance(goal, str):
+        return ""
+    if goal in constants.achievements and goal.partition("_")[0] in ("make", "place"):
+        return goal
+    return f"make_{goal}" if goal in constants.make else ""
+
+
 def recipe_gap(goal: str, inventory: dict[str, int]) -> tuple[str, dict[str, int]]:
-    """For a goal crafter's recipes make or place (make_wood_pickaxe or wood_pickaxe, place_table): its action
-    and what `inventory` lacks of what that action uses; ("", {}) for any other goal."""
-    name = goal.removeprefix("make_").removeprefix("place_")
-    for action, recipes in (("make", constants.make), ("place", constants.place)):
-        if name in recipes and goal in (name, f"{action}_{name}"):
-            uses = recipes[name]["uses"]
-            return f"{action}_{name}", {k: v - inventory.get(k, 0) for k, v in uses.items()
-                                         if inventory.get(k, 0) < v}
-    return "", {}
+    """For a goal crafter's recipes make or place (`recipe_action`): its action and what `inventory` lacks of
+    what that action uses; ("", {}) for any other goal."""
+    action = recipe_action(goal)
+    if not action:
+        return "", {}
+    kind, _, item = action.partition("_")
+    uses = (constants.make if kind == "make" else constants.place)[item]["uses"]
+    return action, shortfall(lambda k: inventory.get(k, 0), uses)
 
 
 def placed_only(kind: str) -> bool:
@@ -170,7 +179,12 @@ def _meant(name: str) -> str:
 
 def missing(game: GameAPI, needs: dict[str, int]) -> dict[str, int]:
     """Items of `needs` the player lacks, with how many more it needs."""
-    return {k: v - game.item(k) for k, v in needs.items() if game.item(k) < v}
+    return shortfall(game.item, needs)
+
+
+def shortfall(count: Callable[[str], int], needs: dict[str, int]) -> dict[str, int]:
+    """Items of `needs` that `count` (an item's count) falls short of, with how many more each needs."""
+    return {k: v - count(k) for k, v in needs.items() if count(k) < v}
 
 
 def refusal(game: GameAPI, action: str) -> str:
