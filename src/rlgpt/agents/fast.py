@@ -493,8 +493,6 @@ class FastAgent:
         of its start states, `rlgpt.macro.prefix.StartSummary`); the task's description says so. The loop
         builds its agents per subtask with it (`rlgpt.run.loop.Agents.starting_from`)."""
         self.start_states: tuple[GameState, ...] = tuple(start_states)
-        self.draw = 0
-        """The current `run`'s draw (its sampling seeds' shift, in `DRAW_STRIDE`s)."""
         """The start states themselves: probe episode j restores state j modulo their number (after its
         seed's reset), so a macro is probed where training will run it (given with `start`)."""
         self.code_skills: dict[str, CodeSkill] = dict(code_skills or {})
@@ -627,7 +625,8 @@ class FastAgent:
 
     def write_macro(self, task: str, sub: SubAction, feedback: str = "none",
                     setup: tuple[CompiledMacro, ...] = (),
-                    carried: CarriedMacro | None = None, search_anyway: bool = False) -> MacroChoice:
+                    carried: CarriedMacro | None = None, search_anyway: bool = False,
+                    draw: int = 0) -> MacroChoice:
         """Search for `sub`'s macro (probed after `setup`, the kept macros before it) and keep the best.
 
         A `carried` macro (an earlier iteration's for the same goal) is compiled and probed first; when it
@@ -637,7 +636,8 @@ class FastAgent:
         Round 0 samples `AgentConfig.samples` replies from distinct seeds, decoded together
         (`LLMClient.chat_many`); they are tried in order (compiled, compile errors repaired, probed), and
         the search stops at the first that reaches the goal in every probe call: the later replies of its
-        round are never compiled or probed. While none does, each repair round (at most
+        round are never compiled or probed (the seeds start `draw` times `DRAW_STRIDE` past the agent's
+        own: `run`'s iteration). While none does, each repair round (at most
         `AgentConfig.probe_repair_retries`) samples as many again from a prompt that carries the best
         failing candidate not revised in an earlier round (the best again once all were): its probes,
         diagnostic, failing line, last actions and inventory change (`probe_feedback`;
@@ -693,7 +693,7 @@ class FastAgent:
             if out_of_time():
                 stats.stopped = "budget"
                 break
-            seeds = [cfg.seed + self.draw * DRAW_STRIDE + stats.sampled + k for k in range(cfg.samples)]
+            seeds = [cfg.seed + draw * DRAW_STRIDE + stats.sampled + k for k in range(cfg.samples)]
             try:
                 replies = self.client.chat_many(ROLE, messages, [self._sampling(s - cfg.seed) for s in seeds])
             except Exception as exc:  # a dead or timed-out server: the candidates so far are what there is
@@ -893,7 +893,6 @@ class FastAgent:
         """
         choices: list[MacroChoice] = []
         setup: tuple[CompiledMacro, ...] = ()
-        self.draw = draw
         for sub in decomposition.subactions:
             if sub.how != "code":
                 continue
@@ -901,7 +900,7 @@ class FastAgent:
             # between is skipped: nothing plays it before training).
             note = (notes or {}).get(sub.name, "")
             choice = self.write_macro(task, sub, note_feedback(sub, feedback, note), setup,
-                                      (carried or {}).get(sub.goal), search_anyway=bool(note))
+                                      (carried or {}).get(sub.goal), search_anyway=bool(note), draw=draw)
             choices.append(choice)
             # Only a macro training gets (`trained_macros`) sets where the next ones are probed: measured on
             # make_stone_sword, a get_wood that spun until the player died left every later sub-action
