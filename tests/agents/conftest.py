@@ -1,5 +1,6 @@
 """Fixtures for the agent tests: the real 0.5B model with a context long enough for the agents' prompts
-(crafter's rules + the macro API are ~2,700 tokens), and a recorder of the requests it answers."""
+(crafter's rules + the macro API are ~2,700 tokens; the slow agent's at API level `expert`, every cuttable
+part cut, ~3,600 with the reply's 1,016 on top), and a recorder of the requests it answers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rlgpt.llm.client import LLMClient
 from rlgpt.llm.embedded import EmbeddedBackend
 from rlgpt.llm.model_store import QWEN_CODER_0_5B, ensure_model
 
-AGENT_CTX = 4608
+AGENT_CTX = 5120
 THREADS = 2
 
 

@@ -102,9 +102,13 @@ def test_a_macro_that_misses_its_goal_goes_back_with_what_its_probes_saw(client:
     assert "reached its goal in 0 of 2 probe calls" in text and "last actions: do@" in text
     assert 'for i in range(3):\n        yield "do"' in text and sampling.seed == CONFIG.seed + 1
     # The model's revision is a new candidate revising the first, or the same program again: a repeat,
-    # not probed again (it would replay the same worlds).
-    assert (len(revised), choice.search.repeats) in ((1, 0), (0, 1))
-    for revision in revised:
+    # not probed again (it would replay the same worlds), and then one round samples the first prompt
+    # afresh (a new candidate revising nothing, or a repeat again).
+    repairs = [c for c in revised if c.revises == 0]
+    fresh = [c for c in revised if c.revises is None]
+    assert len(repairs) + len(fresh) == len(revised) and len(repairs) <= 1
+    assert (choice.search.fresh, len(fresh) + choice.search.repeats) == ((0, 0) if repairs else (1, 2))
+    for revision in repairs:
         assert revision.index == 1 and revision.revises == 0
         # The revision is kept only if it probes better.
         better = revision.probe is not None and revision.probe.score() > first.probe.score()
@@ -235,6 +239,19 @@ def test_the_horizon_floor_fits_the_chosen_macros_chain_twice() -> None:
     assert chain_horizon([choice(10), choice(30)]) == int(HORIZON_SLACK * 40)
     unprobed = MacroChoice(SubAction("x", "x", "code", "", ""))
     assert chain_horizon([choice(10), unprobed]) == int(HORIZON_SLACK * 10)
+    # A link probed after the ones before it: its probe episodes played the chain (a one-wood call twice for
+    # a two-wood table, then the table's one step), longer than one call of each.
+    chop = compile_macro(MacroSource("chop", chop_source("chop", steps=300), goal="wood"))
+    place = 'def place(game):\n    yield "place_table"\n'
+    table = MacroChoice(SubAction("place", "place a table", "code", "place_table", ""))
+    table.best = MacroCandidate(0, CodeResult(place, None, []), probe_macro(
+        place, seeds=(0, 1), goal="place_table", setup=(chop,), max_steps=300))
+    wood = MacroChoice(SubAction("chop", "chop", "code", "wood", ""))
+    wood.best = MacroCandidate(0, CodeResult("", chop, []), probe_macro(chop, seeds=(0, 1), goal="wood",
+                                                                          max_steps=300))
+    chain = table.best.probe.episode_steps
+    assert chain > wood.best.probe.mean_steps + table.best.probe.mean_steps
+    assert chain_horizon([wood, table]) == int(HORIZON_SLACK * chain + 0.5)
 
 
 def test_stored_skills_are_listed_in_the_prompt_and_linked_into_the_kept_macro(

@@ -132,12 +132,13 @@ def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_r
 
 def test_a_repair_round_says_a_spinning_macro_faces_the_tile_its_source_became() -> None:
     # The 1.5B's get_wood (measured on make_stone_sword): one walk to a tree, then `do` until it holds 4
-    # wood. The tree turns into grass at the first wood, and the macro hits grass until the player dies.
-    # The prompt counts the whole run and says, from crafter's data, what the tree became.
-    spins = ('def get_wood(game):\n    ok = yield from game.walk_to("tree")\n    while True:\n'
-             '        yield "do"\n        if game.item("wood") >= 4:\n            return\n')
-    sub = SubAction("get_wood", "collect wood until the inventory holds 4", "code", "wood", "")
-    prompt = repair_prompt(spins, "collect_wood", sub, world=0, max_steps=400)  # until the player dies
+    # wood. The tree turns into grass at the first wood: a call ends at its goal now, but a table's macro
+    # gathering its two wood that way hits grass until the player dies. The prompt counts the whole run
+    # and says, from crafter's data, what the tree became.
+    spins = ('def table(game):\n    ok = yield from game.walk_to("tree")\n    while game.item("wood") < 2:\n'
+             '        yield "do"\n    yield "place_table"\n')
+    sub = SubAction("table", "collect two wood, then place a table", "code", "place_table", "")
+    prompt = repair_prompt(spins, "place_table", sub, world=0, max_steps=400)  # until the player dies
     run = re.search(r"\(the last (\d+) actions were all do@grass\)", prompt)
     assert run and int(run.group(1)) > 8, prompt  # longer than the 8 actions the trace keeps
     assert "Collecting tree turns the tile into grass, so `do` facing grass gives no more wood" in prompt
@@ -261,8 +262,9 @@ def test_a_later_iterations_searches_sample_with_new_seeds() -> None:
         FastAgent(LLMClient(backend), config).run("place_table", Decomposition((CHOP, SubAction(
             "place_it", "place a table", "code", "place_table", ""))), draw=draw)
         seeds.append({seed for batch in backend.batches for seed in batch})
-    assert seeds[0] == {0, 1, 2, 3}  # two rounds of two, per sub-action
-    assert seeds[1] == {100, 101, 102, 103}
+    # Two rounds of two per sub-action, and one fresh round (the repair round brought back only repeats).
+    assert seeds[0] == {0, 1, 2, 3, 4, 5}
+    assert seeds[1] == {100, 101, 102, 103, 104, 105}
 
 
 def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:
@@ -272,10 +274,32 @@ def test_a_reply_repeating_an_earlier_candidate_is_not_probed_again() -> None:
         goal_fallback=False))
     choice = agent.write_macro("collect_wood", CHOP)
     stats = choice.search
-    # Two rounds of three samples, all the same reply: it was compiled and probed once.
-    assert (stats.rounds, stats.sampled, stats.tried, stats.repeats) == (2, 6, 1, 5)
+    # Three rounds of three samples (the repair round brought back only repeats, so one more round asked the
+    # first prompt afresh), all the same reply: it was compiled and probed once.
+    assert (stats.rounds, stats.sampled, stats.tried, stats.repeats, stats.fresh) == (3, 9, 1, 8, 1)
     assert len(choice.candidates) == 1 and choice.candidates[0].probe is not None
     assert len(choice.candidates[0].probe.calls) == 2
+
+
+def test_a_repair_round_that_only_repeats_its_input_is_followed_by_fresh_first_prompt_samples() -> None:
+    # The 1.5B's repair rounds often give the candidate they were shown back unchanged (2 of 2 samples in a
+    # make run): such a round tried nothing, so the first prompt is asked again with new seeds.
+    first: list[list[Message]] = []
+
+    def reply(messages, schema, s):
+        first.extend([] if first else [messages])
+        return GOOD if messages == first[0] and s.seed > 0 else IDLE
+
+    backend = Scripted(reply)
+    agent = FastAgent(LLMClient(backend), AgentConfig(
+        samples=1, repair_retries=0, probe_repair_retries=1, probe_seeds=(0, 1), probe_max_steps=64,
+        goal_fallback=False))
+    choice = agent.write_macro("collect_wood", CHOP)
+    assert [sampling.seed for _, _, sampling in backend.requests] == [0, 1, 2]
+    assert backend.requests[1][0] != first[0] and backend.requests[2][0] == first[0]
+    stats = choice.search
+    assert (stats.rounds, stats.repeats, stats.fresh, stats.won, stats.stopped) == (3, 1, 1, 1, "goal")
+    assert choice.best is choice.candidates[1] and choice.best.seed == 2 and choice.best.revises is None
 
 
 def test_an_earlier_iterations_verified_macro_is_kept_without_asking_the_model() -> None:
@@ -351,3 +375,19 @@ def test_a_reply_with_the_same_program_in_other_words_is_a_repeat_too() -> None:
         goal_fallback=False))
     stats = agent.write_macro("collect_wood", CHOP).search
     assert (stats.sampled, stats.tried, stats.repeats) == (3, 2, 1)
+
+
+def test_the_critic_reads_rejected_candidates_only_where_no_macro_was_kept() -> None:
+    from rlgpt.agents.fast import fast_diagnostics
+    from rlgpt.macro.diagnostics import Diagnostic
+
+    rejected = {"index": 0, "code": None,
+                "attempts": [{"diagnostics": [dataclasses.asdict(Diagnostic("syntax", "invalid syntax"))]}]}
+    kept = {"index": 1, "code": IDLE_CODE, "attempts": []}
+    fast = {"macros": [{"subaction": "get_wood", "best": 1, "candidates": [rejected, kept]},
+                       {"subaction": "place_it", "best": None, "candidates": [rejected]}],
+            "reward": {"code": None, "attempts": [{"diagnostics": [
+                dataclasses.asdict(Diagnostic("exception", "ZeroDivisionError"))]}]}}
+    lines = fast_diagnostics(fast)
+    assert len(lines) == 2 and lines[0].startswith("macro place_it candidate 0: ")
+    assert "get_wood" not in " ".join(lines) and lines[1].startswith("reward (left out of training)")

@@ -77,7 +77,7 @@ def test_each_env_doc_level_changes_what_every_role_is_told() -> None:
 def test_examples_off_drops_every_worked_example() -> None:
     on, off = prompts_at("full", True), prompts_at("full", False)
     # The fast agent's examples at the default API level (primitives: `fast.examples_primitives.part.md`).
-    for role, example in (("fast", "def drink_until_full(game):"), ("fast", "def meet_cow(game):"),
+    for role, example in (("fast", "def drink_water(game):"), ("fast", "def meet_cow(game):"),
                           ("reward", 'gained = game.inventory["sapling"]'), ("slow", '"get_sapling"')):
         assert example in on[role] and example not in off[role], (role, example)
     # Only the examples go: the rules, the chain and the format instructions stay.

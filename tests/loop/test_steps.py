@@ -94,14 +94,16 @@ def recount_probes(cfg: RunConfig, fast: dict) -> int:
             if candidate["probe"] is None:
                 continue
             env = CountingEnv()
-            compiled = compile_macro(MacroSource(choice["subaction"], candidate["code"]))
+            goal = candidate["probe"]["goal"] or ""  # a call ends at its goal, in the recount too
+            compiled = compile_macro(MacroSource(choice["subaction"], candidate["code"], goal=goal))
             probe_macro(compiled, seeds=agents.probe_episode_seeds,
                         calls_per_episode=agents.probe_calls_per_episode,
                         warmup_steps=agents.probe_warmup_steps, max_steps=agents.probe_max_steps,
                         goal=candidate["probe"]["goal"], env=env, setup=setup)
             played += env.played
         best = choice["candidates"][choice["best"]]
-        setup = (*setup, compile_macro(MacroSource(choice["subaction"], best["code"])))
+        setup = (*setup, compile_macro(MacroSource(choice["subaction"], best["code"],
+                                                   goal=best["probe"]["goal"] or "")))
     return played
 
 
@@ -146,9 +148,9 @@ def test_every_probe_and_reward_check_step_is_counted_and_charged(tmp_path: Path
 
     fast = json.loads((run_dir / "iter_000" / "fast.json").read_text())
     candidates = [c for m in fast["macros"] for c in m["candidates"]]
-    # The idle put_table missed its goal, and chop_tree's player died during its call in world 1001 (a
-    # goal reached before a death does not count): the trusted goal macro was probed after each.
-    assert [c["written_by"] for c in candidates] == ["model", "expert", "model", "expert"]
+    # chop_tree's calls ended at their goal (one wood each); the idle put_table missed its goal, so the
+    # trusted goal macro was probed after it.
+    assert [c["written_by"] for c in candidates] == ["model", "model", "expert"]
     # Probes follow the run seed (1): worlds 1000 and 1001, not the configured 0 and 1.
     assert {c["seed"] for cand in candidates for c in cand["probe"]["calls"]} == {1000, 1001}
     probe = sum(c["probe"]["env_steps"] for c in candidates)

@@ -452,4 +452,7 @@ def test_the_recipe_facts_repair_prompts_use_come_from_crafters_data() -> None:
     # sources are stations, which nothing collects.
     assert spent_source("wood", "grass") == spent_source("collect_wood", "grass") == "tree"
     assert spent_source("collect_stone", "path") == "stone"
-    assert spent_source("drink", "water") is None and spent_source("make_wood_pickaxe", "grass") is None
+    assert spent_source("drink", "water") is None and spent_source("make_wood_pickaxe", "path") is None
+    # A recipe's inputs are collected too: a table's wood, a furnace's stone.
+    assert spent_source("place_table", "grass") == spent_source("make_wood_pickaxe", "grass") == "tree"
+    assert spent_source("place_furnace", "path") == "stone" and spent_source("place_table", "sand") is None

@@ -254,3 +254,21 @@ def test_random_move_never_steps_onto_lava(seed: int) -> None:
     for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)):
         world[(x + dx, y + dy)] = "lava"  # nowhere safe to go: stand still
     assert GameAPI(env.unwrapped.crafter, random.Random(seed)).random_move() == "noop"
+
+
+def test_item_counts_refuse_what_is_no_item_and_say_what_to_count(run) -> None:
+    # The 1.5B's get_wood looped on `game.item("tree") < 1` (always 0) until the step bound, every call: now
+    # the call fails at that line with what the tree gives, for the repair prompt.
+    result, _ = run('def m(game):\n    while game.item("tree") < 1:\n        yield "do"\n', max_steps=50)
+    assert result.outcome == "exception" and result.diagnostic.line == 2
+    assert "collecting tree gives wood, counted by game.item('wood')" in str(result.diagnostic)
+    env = MacroActionWrapper(CrafterEnv(seed=0), [COLLECT_WOOD], seed=0)
+    env.reset(seed=0)
+    game = env.game
+    assert game.item("wood") == 0 and game.item("health") == 9
+    with pytest.raises(ValueError, match="placed in the world, never held"):
+        game.item("table")
+    with pytest.raises(ValueError, match=r"achievement, not an item: game.achievements\['collect_wood'\]"):
+        game.item("collect_wood")
+    with pytest.raises(ValueError, match="no inventory item; items: health"):
+        game.item("gold")

@@ -9,7 +9,8 @@ from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import MATERIALS, CrafterEnv
 from rlgpt.macro.compiler import MacroSource, compile_macro
-from rlgpt.macro.probe import TRACE_STEPS, Goal, probe_macro
+from rlgpt.macro.goal import Goal
+from rlgpt.macro.probe import TRACE_STEPS, probe_macro
 
 CHOP = chop_source()
 

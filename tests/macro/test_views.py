@@ -22,7 +22,7 @@ from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.views import EngineView, batch_views
 
 KINDS = MATERIALS + OBJECT_KINDS
-ITEM_NAMES = ("wood", "stone", "health", "sapling", "nothing")
+ITEM_NAMES = ("wood", "stone", "health", "sapling", "iron_sword")
 
 
 def answers(game: GameAPI) -> dict:

@@ -196,9 +196,11 @@ MACROS = """
                 step = game.step_toward(tree)
                 yield step if step is not None else game.random_move()
 - name: wood
+  goal: wood
   code: |
     def wood(game):
-        ok = yield from game.collect("wood")
+        while True:  # the goal ends the call at the first wood
+            ok = yield from game.collect("wood")
 - name: broken
   code: |
     def broken(game):

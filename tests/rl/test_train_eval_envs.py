@@ -138,6 +138,7 @@ def test_training_and_evaluation_envs_play_the_same_episodes(tmp_path: Path) -> 
     assert calls >= 100, calls
     # Calls that succeeded, raised and hit the step bound were all compared.
     assert evaluated_macros["wood"]["successes"] and evaluated_macros["broken"]["fail_exception"]
+    assert evaluated_macros["wood"]["goal_ends"] == evaluated_macros["wood"]["successes"]
     assert evaluated_macros["wander"]["fail_max_steps"], evaluated_macros
 
 

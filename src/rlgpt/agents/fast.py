@@ -55,7 +55,8 @@ from rlgpt.macro.compiler import CompiledFunction, CompiledMacro, MacroSource, c
 from rlgpt.macro.contain import ContainLimits, run_contained
 from rlgpt.macro.control import goal_macro_code, placed_only, recipe_gap, spent_source
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
-from rlgpt.macro.probe import Goal, ProbeReport, probe_macro, probe_step_bound
+from rlgpt.macro.goal import Goal
+from rlgpt.macro.probe import ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
 
 if TYPE_CHECKING:
@@ -157,6 +158,9 @@ class SearchStats:
     repeats: int = 0
     """Sampled replies identical to an earlier candidate's first reply for this sub-action: not tried
     again (its probes would replay the same worlds and count their env steps twice)."""
+    fresh: int = 0
+    """Repair rounds whose every reply repeated an earlier candidate, each followed by one more round
+    sampled from the first prompt (at most `FRESH_ROUNDS`; it does not count against the repair rounds)."""
     llm_s: float = 0.0
     """Wall seconds the search waited for the model (samples and compile repairs)."""
     won: int | None = None
@@ -197,7 +201,7 @@ class MacroChoice:
             return None
         compiled = self.best.code.compiled
         code = compiled.source.code if isinstance(compiled, CompiledMacro) else self.best.code.code
-        return MacroSource(self.subaction.name, code, self.subaction.description)
+        return MacroSource(self.subaction.name, code, self.subaction.description, self.subaction.goal)
 
     @property
     def written_by(self) -> WrittenBy | None:
@@ -261,10 +265,15 @@ def probe_steps(choices: list[MacroChoice]) -> int:
 
 
 def fast_diagnostics(fast: dict[str, Any]) -> list[str]:
-    """Why code in a `FastResult` (its JSON form) was rejected: each candidate's and the reward's last
-    diagnostics."""
+    """Why code in a `FastResult` (its JSON form) was rejected, where that left a sub-action without a
+    macro: its candidates' last diagnostics; and the reward's. A sub-action that kept a macro is judged by
+    that macro's probes (the critic's sub-action block), not by the candidates it beat: measured, the 1.5B
+    critic named a discarded candidate's compile error as what to fix while the kept macro was the one
+    failing."""
     lines = []
     for choice in fast["macros"]:
+        if choice.get("best") is not None:
+            continue
         for candidate in choice["candidates"]:
             if candidate["code"] is None and candidate["attempts"]:
                 for d in candidate["attempts"][-1]["diagnostics"]:
@@ -292,7 +301,10 @@ def goal_text(sub: SubAction) -> str:
     if not sub.goal:
         return sub.description
     kind = "achievement" if Goal.parse(sub.goal).kind == "achievement" else "inventory item"
-    return f"the {kind} count of {sub.goal!r} goes up by at least 1 (then return)"
+    # The runtime ends the call at that step (`MacroSource.goal`): saying so keeps the model from writing
+    # loops that gather more than one (the policy calls the macro again for more).
+    return (f"the {kind} count of {sub.goal!r} goes up by at least 1 (the call ends there by itself; "
+            f"it is called again for more)")
 
 
 _LINE = re.compile(r"at line (\d+)")
@@ -404,6 +416,9 @@ HORIZON_CAP = 10_000
 """Longest horizon the floor raises to (the setup schema's maximum)."""
 
 
+FRESH_ROUNDS = 1
+"""Most extra rounds per sub-action sampled from the first prompt after a repair round that brought back
+only repeats (`SearchStats.fresh`)."""
 DRAW_STRIDE = 100
 """Sampling seeds one `FastAgent.run` draw shifts the macro searches by. Measured on make_stone_sword: the
 second iteration asked three sub-actions' unchanged prompts with the first's seeds, and the response cache
@@ -426,11 +441,14 @@ def trained_macros(kept: Mapping[str, MacroChoice], listed: Collection[str]) -> 
 
 
 def chain_horizon(choices: list[MacroChoice]) -> int:
-    """The horizon floor for training with `choices`' kept macros: `HORIZON_SLACK` times the sum of their
-    probed mean steps (each sub-action is probed where the ones before it leave the player, so the sum is
-    what playing the chain once takes). A small model's horizon (16 steps) shorter than the chain would make
-    the goal unreachable in any training episode."""
-    steps = sum(c.best.probe.mean_steps for c in choices if c.best is not None and c.best.probe is not None)
+    """The horizon floor for training with `choices`' kept macros: `HORIZON_SLACK` times what playing their
+    chain once takes, the larger of the sum of their probed mean call steps and their longest probe
+    episode (`ProbeReport.episode_steps`: a later sub-action's probe plays the earlier ones first, and
+    calls them again where its recipe needs more, since a call ends at its goal: one wood per call). A
+    small model's horizon (16 steps) shorter than the chain would make the goal unreachable in any training
+    episode."""
+    probes = [c.best.probe for c in choices if c.best is not None and c.best.probe is not None]
+    steps = max(sum(p.mean_steps for p in probes), max((p.episode_steps for p in probes), default=0.0))
     return min(HORIZON_CAP, int(HORIZON_SLACK * steps + 0.5))
 
 
@@ -545,12 +563,13 @@ class FastAgent:
         return ("Stored skills that already work; call one with `ok = yield from skills.<name>(game)`:\n"
                 + "\n".join(lines))
 
-    def compile_macro_code(self, name: str, code: str, api: str | None = None) -> CompiledMacro:
+    def compile_macro_code(self, name: str, code: str, api: str | None = None,
+                           goal: str = "") -> CompiledMacro:
         """The compile step of the repair loop (raises MacroCompileError): stored skills it calls (the
         library's or the chain's) are linked in first; the code may use the game members of API level `api`
-        (the config's by default)."""
+        (the config's by default); its calls end once `goal` goes up (`MacroSource.goal`)."""
         linkable = {**self.library_skills, **self.code_skills}
-        return compile_macro(MacroSource(name, link_skills(name, code, linkable)), self.limits,
+        return compile_macro(MacroSource(name, link_skills(name, code, linkable), goal=goal), self.limits,
                              api or self.config.api)
 
     def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
@@ -581,7 +600,7 @@ class FastAgent:
         the search's time is spent), probe it if it compiles."""
         sub = choice.subaction
         result = write_code(self.client, ROLE, messages, sub.name,
-                            lambda code: self.compile_macro_code(sub.name, code),
+                            lambda code: self.compile_macro_code(sub.name, code, goal=sub.goal),
                             sampling=self._sampling(seed - self.config.seed),
                             retries=self.config.repair_retries, repair_hint=MACRO_REPAIR_HINT, first=first,
                             give_up=give_up or (lambda: self._fallback_settles(choice, setup)))
@@ -598,7 +617,7 @@ class FastAgent:
         `setup` (None when it no longer compiles)."""
         code = carried.source_for(sub.name)
         try:
-            compiled = self.compile_macro_code(sub.name, code)
+            compiled = self.compile_macro_code(sub.name, code, goal=sub.goal)
         except MacroCompileError:
             return None
         self.on_phase("probe")
@@ -670,14 +689,18 @@ class FastAgent:
                 if earlier.reached and not search_anyway:
                     stats.won, stats.stopped = earlier.index, "carried"
                     return choice
-        messages, revises = self.macro_messages(task, sub, feedback), None
+        first = messages = self.macro_messages(task, sub, feedback)
+        revises: int | None = None
         revised: set[int] = set()
         stats.stopped = "rounds"
-        for round_ in range(1 + cfg.probe_repair_retries):
-            if round_ > 0:
-                if not sub.goal:
-                    stats.stopped = "no_goal"
-                    break
+        round_, fresh = 0, False
+        while round_ < 1 + cfg.probe_repair_retries:
+            if round_ > 0 and not sub.goal:
+                stats.stopped = "no_goal"
+                break
+            if fresh:
+                messages, revises = first, None
+            elif round_ > 0:
                 model = [c for c in choice.candidates if not c.fallback]
                 # The best candidate not revised yet: the same prompt again brought the same program back
                 # (measured: a third round of 2 samples gave 2 repeats), while a newer attempt's own failure
@@ -703,6 +726,7 @@ class FastAgent:
                 break
             stats.rounds += 1
             stats.sampled += len(replies)
+            repeats_before = stats.repeats
             for seed, reply in zip(seeds, replies, strict=True):
                 # The trusted goal macro's record has no model reply (""): only the model's own count. The
                 # same program again (a revision often returns its input unchanged, comments and all, in
@@ -728,6 +752,14 @@ class FastAgent:
                     break
             if stats.stopped in ("goal", "fallback"):
                 break
+            # A repair prompt whose replies all gave its input back (measured: 2 of 2 in a make run, 3-6 per
+            # make_stone_sword run) tried nothing: the next round asks the first prompt afresh, new seeds.
+            fresh = (revises is not None and stats.repeats - repeats_before == len(replies)
+                     and stats.fresh < FRESH_ROUNDS)
+            if fresh:
+                stats.fresh += 1
+            else:
+                round_ += 1
         if stats.stopped == "llm_error":  # the model's candidates so far, or none: the goal macro may help
             self._offer_fallback(choice, setup)
         stats.llm_s = round(spent(), 3)
@@ -745,7 +777,8 @@ class FastAgent:
         code = goal_macro_code(sub.name, sub.goal, self.config.probe_max_steps)
         if code is None:
             return None
-        compiled = self.compile_macro_code(sub.name, code, "expert")  # trusted: a failure here is a bug
+        # Trusted: a failure here is a bug.
+        compiled = self.compile_macro_code(sub.name, code, "expert", sub.goal)
         self.on_phase("probe")
         probe = self.probe(compiled, sub.goal, setup)
         self.on_phase("fast")

@@ -124,8 +124,7 @@ class FastReply:
     def from_dict(cls, data: Any) -> FastReply:
         """Build from the JSON form written by to_dict (e.g. a run directory file)."""
         try:
-            macros = tuple(MacroSource(m["name"], m["code"], m.get("description", ""))
-                           for m in data["macros"])
+            macros = tuple(MacroSource.from_dict(m) for m in data["macros"])
             reply = cls(macros, str(data["reward_code"]), tuple(str(o) for o in data["observation"]),
                         int(data["horizon"]))
         except (KeyError, TypeError, ValueError) as exc:
@@ -139,7 +138,7 @@ class FastReply:
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form (inverse of from_dict)."""
         return {
-            "macros": [{"name": m.name, "description": m.description, "code": m.code} for m in self.macros],
+            "macros": [m.to_dict() for m in self.macros],
             "reward_code": self.reward_code,
             "observation": list(self.observation),
             "horizon": self.horizon,

@@ -50,6 +50,9 @@ _WALKABLE_IDS = np.array(_WALKABLE_NAMES, np.bool_)
 _EVERY_TILE = 1 << 30
 """`find_tiles`'s limit when every match is wanted."""
 
+_ITEMS = frozenset(constants.items)
+"""Every inventory item name (`GameAPI.item`), vitals included."""
+
 
 def _pos(value: Any, what: str = "position") -> tuple[int, int]:
     """Validate an (x, y) pair of ints coming from macro code."""
@@ -227,9 +230,13 @@ class GameAPI:
         return MappingProxyType(self._view.achievements())
 
     def item(self, name: str) -> int:
-        """Count of one inventory item (0 for unknown names)."""
+        """Count of one inventory item (ValueError for any other name)."""
         if type(name) is not str:
             raise TypeError(f"item name must be a str, got {type(name).__name__}")
+        if name not in _ITEMS:
+            # Measured: `while game.item("tree") < 1` (always 0) kept the 1.5B's get_wood collecting until
+            # the step bound, every call; an error names the line and the item the tree gives.
+            raise ValueError(control.not_an_item(name))
         return self._view.item(name)
 
     @property

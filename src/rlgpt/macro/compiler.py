@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import functools
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError, describe_value, make_diagnostic
+from rlgpt.macro.goal import Goal
 from rlgpt.macro.instrument import Instrumenter
 from rlgpt.macro.sandbox import Guard
 from rlgpt.macro.validate import FunctionValidator, Validator, unparsable, yields
@@ -31,12 +33,29 @@ class MacroSource:
     """Python source defining ``def <name>(game): ... yield "<action>" ...``."""
     description: str = ""
     """What the macro does, for prompts and reports."""
+    goal: str = ""
+    """The sub-action's goal (`rlgpt.macro.goal.Goal`: an item or achievement): a call ends as soon as its
+    counter goes up, the option's termination condition; "" = the call runs until the code returns."""
 
     def __post_init__(self) -> None:
         if type(self.name) is not str or not self.name.isidentifier() or self.name.startswith("_"):
             raise ValueError(
                 f"macro name must be an identifier not starting with '_', got {describe_value(self.name, 60)}"
             )
+        if type(self.goal) is not str:
+            raise ValueError(f"macro goal must be a str, got {describe_value(self.goal, 60)}")
+        if self.goal:
+            Goal.parse(self.goal)  # ValueError naming the goal
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON-ready form (the goal only when set, so files written before goals read the same)."""
+        out = {"name": self.name, "description": self.description, "code": self.code}
+        return {**out, "goal": self.goal} if self.goal else out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MacroSource:
+        """Inverse of `to_dict` (KeyError/TypeError/ValueError on a malformed entry)."""
+        return cls(data["name"], data["code"], str(data.get("description", "")), str(data.get("goal", "")))
 
     @classmethod
     def from_code(cls, code: str, description: str = "", limits: MacroLimits | None = None) -> MacroSource:
@@ -78,6 +97,11 @@ class CompiledMacro:
     def name(self) -> str:
         """The macro's name."""
         return self.source.name
+
+    @property
+    def goal(self) -> Goal | None:
+        """The goal whose counter going up ends a call (`MacroSource.goal`), None without one."""
+        return Goal.parse(self.source.goal) if self.source.goal else None
 
     @property
     def filename(self) -> str:

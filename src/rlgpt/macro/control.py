@@ -156,9 +156,13 @@ def placed_only(kind: str) -> bool:
 
 
 def spent_source(goal: str, material: str) -> str | None:
-    """The goal's source material that collecting turns into `material` (tree for grass when the goal is
-    wood, stone for path): a player acting at `material` faces a spent tile; None when none does."""
-    for source in goal_sources(goal):
+    """The material collected for the goal, or for an item its recipe uses (the wood of a table), that
+    collecting turns into `material` (tree for grass, stone for path): a player acting at `material` faces
+    a spent tile; None when none does. A call ends at its goal, so a macro spinning at a spent tile is one
+    gathering a recipe's input (a place_table macro hitting the grass its first tree became)."""
+    _, uses = recipe_gap(goal, {})
+    inputs = tuple(collect_source(item) for item in uses if item in _ITEM_SOURCE or item in _COLLECT)
+    for source in (*goal_sources(goal), *inputs):
         info = _COLLECT.get(source)
         if info is not None and info["leaves"] == material != source:
             return source
@@ -175,6 +179,20 @@ def _meant(name: str) -> str:
     if name in constants.make:
         return f" (it is crafted: game.craft_item({name!r}))"
     return ""
+
+
+def not_an_item(name: str) -> str:
+    """Why `name` is no inventory item and what to count instead, from crafter's data (`GameAPI.item`'s
+    error): a material names what collecting it gives, a station where it is, an achievement its table."""
+    if name in _COLLECT:
+        gives = next(iter(_COLLECT[name]["receive"]), "")
+        return (f"{name!r} is a material, not an inventory item: collecting {name} gives {gives}, counted "
+                f"by game.item({gives!r})")
+    if name in constants.place:
+        return (f"{name!r} is placed in the world, never held: game.nearest({name!r}) finds one in view")
+    if name in constants.achievements:
+        return f"{name!r} is an achievement, not an item: game.achievements[{name!r}] counts it"
+    return f"{name!r} is no inventory item; items: {', '.join(constants.items)}"
 
 
 def missing(game: GameAPI, needs: dict[str, int]) -> dict[str, int]:

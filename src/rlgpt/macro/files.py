@@ -39,7 +39,7 @@ def load_macro_file(path: str | Path) -> list[MacroSource]:
         ):
             raise MacroFileError(f"macro file {str(path)!r}: entry {i} needs string fields 'name' and 'code'")
         try:
-            source = MacroSource(entry["name"], entry["code"], str(entry.get("description", "")))
+            source = MacroSource.from_dict(entry)
             compile_macro(source)
         except ValueError as e:  # MacroCompileError is a ValueError and carries the diagnostic
             raise MacroFileError(f"macro file {str(path)!r}: {e}") from None
@@ -52,9 +52,9 @@ def load_macro_file(path: str | Path) -> list[MacroSource]:
 
 def sources_to_json(sources: list[MacroSource]) -> str:
     """Serialize sources for shipping to worker processes (they are compiled again there)."""
-    return json.dumps([{"name": s.name, "code": s.code, "description": s.description} for s in sources])
+    return json.dumps([s.to_dict() for s in sources])
 
 
 def sources_from_json(text: str) -> list[MacroSource]:
     """Inverse of :func:`sources_to_json`."""
-    return [MacroSource(d["name"], d["code"], d.get("description", "")) for d in json.loads(text)]
+    return [MacroSource.from_dict(d) for d in json.loads(text)]

@@ -32,7 +32,9 @@ from rlgpt.envs.crafter import VITALS, CrafterEnv, GameState
 from rlgpt.envs.tasks import TaskEnv
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import CompiledMacro
-from rlgpt.macro.probe import Goal, ProbeState
+from rlgpt.macro.goal import Goal
+from rlgpt.macro.links import TopUp
+from rlgpt.macro.probe import ProbeState
 from rlgpt.macro.runtime import run_macro
 
 
@@ -106,15 +108,20 @@ class PrefixStart(gymnasium.Wrapper):
         crafter_env: CrafterEnv = self.env.env  # type: ignore[attr-defined]
         game = GameAPI(crafter_env.crafter, random.Random(seed))
         steps = 0
-        for link in self.links:
+        top_up = TopUp()
+        earlier = [link.macro for link in self.links]
+        for i, link in enumerate(self.links):
+            end = link.goal and top_up.before(crafter_env, game, earlier[:i], link.goal, self.max_steps)
+            if end:
+                return False, steps + top_up.steps, not end.terminated
             before = ProbeState.of(game)
             result = run_macro(crafter_env, link.macro, game, gamma=1.0, max_steps=self.max_steps)
             steps += result.steps
             if result.terminated or result.truncated:
-                return False, steps, not result.terminated
+                return False, steps + top_up.steps, not result.terminated
             if link.goal and not Goal.parse(link.goal).reached(before, ProbeState.of(game)):
-                return False, steps, True
-        return True, steps, True
+                return False, steps + top_up.steps, True
+        return True, steps + top_up.steps, True
 
 
 @dataclass(frozen=True)

@@ -17,45 +17,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium
-from crafter import constants
 
 from rlgpt.envs.crafter import DIRECTIONS, CrafterEnv, GameState
 from rlgpt.macro.api import ACTION_NAMES, GameAPI
 from rlgpt.macro.compiler import CompiledMacro, MacroSource, compile_macro
 from rlgpt.macro.control import goal_sources, refusal
 from rlgpt.macro.diagnostics import Diagnostic
+from rlgpt.macro.goal import Goal
+from rlgpt.macro.links import TOP_UP_CALLS, TopUp
 from rlgpt.macro.runtime import run_macro
 
 _MOVES = tuple(ACTION_NAMES.index(f"move_{name}") for _, name in DIRECTIONS)
 TRACE_STEPS = 8
 """Actions kept at the end of each probed call (`ProbeCall.trace`): what a failing macro kept doing."""
-
-
-@dataclass(frozen=True)
-class Goal:
-    """What a sub-action should achieve: one inventory item or achievement counter going up."""
-
-    kind: str
-    """"item" or "achievement"."""
-    name: str
-    """The inventory item (e.g. "wood") or achievement (e.g. "place_table")."""
-
-    @classmethod
-    def parse(cls, text: str) -> Goal:
-        """An achievement name ("collect_wood") or an inventory item name ("wood")."""
-        if text in constants.achievements:
-            return cls("achievement", text)
-        if text in constants.items:
-            return cls("item", text)
-        raise ValueError(f"goal {text!r} is neither a Crafter achievement nor an inventory item")
-
-    def reached(self, before: ProbeState, after: ProbeState) -> bool:
-        """Whether the counter went up between the two states."""
-        table = "inventory" if self.kind == "item" else "achievements"
-        return getattr(after, table).get(self.name, 0) > getattr(before, table).get(self.name, 0)
-
-    def __str__(self) -> str:
-        return self.name
 
 
 @dataclass(frozen=True)
@@ -192,6 +166,14 @@ class ProbeReport:
         """Mean primitive steps per call."""
         return sum(c.steps for c in self.calls) / len(self.calls) if self.calls else 0.0
 
+    @property
+    def episode_steps(self) -> float:
+        """Mean primitive steps per probe episode (`env_steps` over the seeds with a recorded call): for a
+        sub-action probed after the ones before it (`setup`, with their top-up calls), what playing the
+        chain up to it once took."""
+        seeds = len({c.seed for c in self.calls})
+        return self.env_steps / seeds if seeds else 0.0
+
     def score(self) -> tuple[float, float, float]:
         """Sort key, higher is better: goal rate, then success rate, then fewer steps."""
         return (self.goal_rate or 0.0, self.success_rate, -self.mean_steps)
@@ -265,9 +247,11 @@ class _StepCounter(gymnasium.Wrapper):
 
 def probe_step_bound(seeds: int, calls_per_episode: int, warmup_steps: int, max_steps: int,
                      setup: int = 0) -> int:
-    """The most primitive steps a probe can play: per seed, every setup macro and every call at `max_steps`
-    and the warm-up moves before each call."""
-    return seeds * (setup * max_steps + calls_per_episode * (warmup_steps + max_steps))
+    """The most primitive steps a probe can play: per seed, every setup macro, its top-up calls
+    (`rlgpt.macro.links.TOP_UP_CALLS`) and every call at `max_steps`, and the warm-up moves before each
+    call."""
+    setup_calls = setup + TOP_UP_CALLS if setup else 0
+    return seeds * (setup_calls * max_steps + calls_per_episode * (warmup_steps + max_steps))
 
 
 class _Trace(gymnasium.Wrapper):
@@ -316,8 +300,9 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
         env: a CrafterEnv to reuse (it is reset per seed); a fresh one by default.
         setup: macros run once each, in order, at the start of every episode (`max_steps` each), so that a
             sub-action is probed in the state the sub-actions before it leave (a table can only be placed
-            once wood was collected). Their calls are not recorded; the calls' ``before`` state shows
-            what they achieved.
+            once wood was collected); those whose goal gives what a later one's recipe lacks are called
+            again (`rlgpt.macro.links.TopUp`: a call ends at its goal, one wood, and a table takes two).
+            Their calls are not recorded; the calls' ``before`` state shows what they achieved.
         starts: saved states to start from instead of a fresh world (a chain's later subtask, whose
             episodes start where the skills before it left off): episode j restores ``starts[j % len]``
             after its seed's reset; the warm-up moves and the API's randomness still follow the seed.
@@ -339,12 +324,19 @@ def probe_macro(macro: CompiledMacro | MacroSource | str, *, seeds: tuple[int, .
         game._new_episode()  # a start state's stations (placed by its prefix) are remembered
         moves = random.Random(seed + 10_007)
         ended = False
-        for earlier in setup:
+        top_up = TopUp()
+        for i, earlier in enumerate(setup):
+            if earlier.goal is not None and top_up.before(env, game, setup[:i], earlier.goal.name,
+                                                          max_steps) is not None:
+                ended = True
+                break
             result = run_macro(env, earlier, game, gamma=1.0, max_steps=max_steps)
             if result.terminated or result.truncated:
                 ended = True
                 break
         for call in range(0 if ended else calls_per_episode):
+            if goal is not None and top_up.before(env, game, setup, goal.name, max_steps) is not None:
+                break
             for _ in range(warmup_steps):
                 _, _, terminated, truncated, _ = env.step(moves.choice(_MOVES))
                 if terminated or truncated:

@@ -65,6 +65,9 @@ class MacroResult:
     returned_at: int | None = None
     """For a call that returned (``success``): the line of the ``return`` it took, 0 when it ran off the
     end of its function (where a call that missed its goal gave up); None otherwise."""
+    at_goal: bool = False
+    """The call was ended by its goal (`MacroSource.goal`: the counter went up), not by its own code; its
+    outcome is ``success``."""
 
 
 def find_crafter(env: gymnasium.Env) -> crafter.Env:
@@ -218,7 +221,7 @@ class MacroCall:
     """
 
     __slots__ = ("session", "game", "gamma", "max_steps", "reward", "discount", "steps", "outcome",
-                 "failure", "returned_at", "_closing", "_over")
+                 "failure", "returned_at", "at_goal", "_goal", "_goal_start", "_closing", "_over")
 
     def __init__(self, macro: CompiledMacro, game: GameAPI, gamma: float, max_steps: int,
                  disabled: Diagnostic | None = None) -> None:
@@ -231,6 +234,13 @@ class MacroCall:
         """Why the macro failed, None unless ``outcome`` is a failure kind."""
         self.returned_at: int | None = None
         """Where a call that returned did (`MacroResult.returned_at`)."""
+        self.at_goal = False
+        """Whether the call's goal ended it (`MacroResult.at_goal`)."""
+        # The option's termination condition: the sub-action's goal counter rising ends the call, so that
+        # code which reached the goal and plays on (collecting more than asked, or spinning at a spent tile
+        # until the player dies) hands control back where the probes judged it done.
+        self._goal = macro.goal if disabled is None else None
+        self._goal_start = self._goal.count(game) if self._goal is not None else 0
         self._closing = disabled is not None  # the one noop step is the call's last
         self._over = False
         self.session = None if disabled is not None else _Session(macro, game)
@@ -268,6 +278,10 @@ class MacroCall:
         if episode_ended:
             self.session.stop(None)
             self._end("episode_end" if self.session.failure is None else "")
+        elif self._goal is not None and self._goal.count(self.game) > self._goal_start:
+            self.session.stop(None)
+            self.at_goal = self.session.failure is None
+            self._end()
 
     def _end(self, outcome: str = "") -> None:
         self._over = True
@@ -276,7 +290,7 @@ class MacroCall:
             return
         self.failure = self.session.failure
         self.outcome = outcome or (self.failure.kind if self.failure is not None else "success")
-        if self.outcome == "success":
+        if self.outcome == "success" and not self.at_goal:
             self.returned_at = self.session.guard.returned_at
 
     @property
@@ -303,7 +317,7 @@ def run_macro(
         obs, r, terminated, truncated, info = env.step(action)
         call.record(r, terminated or truncated)
     return MacroResult(obs, call.reward, terminated, truncated, info, call.steps, call.outcome, call.failure,
-                       call.returned_at)
+                       call.returned_at, call.at_goal)
 
 
 @dataclass
@@ -320,13 +334,16 @@ class MacroStats:
     """Failure count per kind in `RUNTIME_FAILURE_KINDS`."""
     interrupted: int = 0
     """Invocations cut short because the episode ended."""
+    goal_ends: int = 0
+    """Successful invocations that their goal ended (`MacroResult.at_goal`), not their own code."""
 
-    def record(self, result: MacroResult) -> None:
+    def record(self, result: MacroResult | MacroCall) -> None:
         """Count one invocation."""
         self.calls += 1
         self.steps += result.steps
         if result.outcome == "success":
             self.successes += 1
+            self.goal_ends += result.at_goal
         elif result.outcome == "episode_end":
             self.interrupted += 1
         else:
@@ -340,6 +357,7 @@ class MacroStats:
             prefix + "successes": float(self.successes),
             prefix + "mean_length": self.steps / self.calls if self.calls else 0.0,
             prefix + "interrupted": float(self.interrupted),
+            prefix + "goal_ends": float(self.goal_ends),
         }
         out.update({f"{prefix}fail_{kind}": float(n) for kind, n in self.failures.items()})
         return out

@@ -24,7 +24,7 @@ import gymnasium
 
 from rlgpt.envs.tasks import TaskSpec
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.probe import Goal
+from rlgpt.macro.goal import Goal
 from rlgpt.macro.runtime import find_crafter
 
 PROGRESS_REWARD_INFO = "progress_reward"

@@ -134,7 +134,8 @@ def attempt(cfg: RunConfig, fast: FastAgent, achievement: str, have: Mapping[str
                               "stored": False, "llm_seconds": 0.0, "candidates": 0, "created": time.time()}
     states: list[GameState] = []
     if chain:
-        links = [PrefixLink(fast.compile_macro_code(have[p].name, have[p].code), have[p].goal) for p in chain]
+        links = [PrefixLink(fast.compile_macro_code(have[p].name, have[p].code, goal=have[p].goal),
+                            have[p].goal) for p in chain]
         wanted = len(cfg.agents.probe_seeds)
         out = run_contained(start_states, links, wanted, cfg.agents.probe_max_steps, cfg.seed,
                             limits=contain)

@@ -377,8 +377,7 @@ class Loop:
         reply = result.reply
         it_dir.mkdir(parents=True, exist_ok=True)
         if reply.macros:
-            rundir.write_yaml(it_dir / layout.MACROS_YAML, [{"name": m.name, "description": m.description,
-                                                        "code": m.code} for m in reply.macros])
+            rundir.write_yaml(it_dir / layout.MACROS_YAML, [m.to_dict() for m in reply.macros])
         rundir.atomic_write_text(it_dir / layout.REWARD_PY, reply.reward_code)
         probes = [c.best.probe.to_dict() for c in result.macros
                   if c.best is not None and c.best.probe is not None]
