@@ -77,3 +77,32 @@ def test_a_composed_skill_runs_inside_a_later_macro_in_sample_factory(tmp_path) 
     stats = evaluate(result.run_dir, episodes=2).macro_stats["get_table"]
     assert stats["calls"] > 0 and stats["mean_length"] > 1
     assert not [kind for kind in RUNTIME_FAILURE_KINDS if kind != "max_steps" and stats.get(f"fail_{kind}")]
+
+
+def test_a_linked_skill_hands_control_back_at_its_goal() -> None:
+    # Verified as a macro whose calls end at its goal, this skill plays on after its first wood (`do` at the
+    # grass its tree became): called from another macro, it must still hand control back there.
+    spins = CodeSkill("spin_wood", "one wood", "wood",
+                      'def spin_wood(game):\n    ok = yield from game.walk_to("tree")\n'
+                      '    while True:\n        yield "do"\n', 1.0)
+    caller = ('def chop_then_wait(game):\n    ok = yield from skills.spin_wood(game)\n'
+              '    if ok:\n        yield "noop"\n        return True\n    return False\n')
+    linked = link_skills("chop_then_wait", caller, {"spin_wood": spins})
+    assert "def skill_spin_wood_spin_wood(game)" in linked and "def skill_spin_wood(game)" in linked
+    macro = compile_macro(MacroSource("chop_then_wait", linked))
+    env = CrafterEnv(length=None)
+    env.reset(seed=0)
+    game = GameAPI(env.crafter, random.Random(0))
+    result = run_macro(env, macro, game, gamma=1.0, max_steps=300)
+    lines = linked.splitlines()
+    start = lines.index("def chop_then_wait(game):")
+    returned = next(i for i in range(start, len(lines)) if lines[i].strip() == "return True") + 1
+    assert result.outcome == "success" and result.steps < 300 and result.returned_at == returned
+    assert env.crafter._player.inventory["wood"] == 1
+    # Without a goal it is linked as it is: the caller never gets control back.
+    free = CodeSkill("spin_wood", "one wood", "", spins.code, 1.0)
+    macro = compile_macro(MacroSource("chop_then_wait", link_skills("chop_then_wait", caller,
+                                                                    {"spin_wood": free})))
+    env.reset(seed=0)
+    game = GameAPI(env.crafter, random.Random(0))
+    assert run_macro(env, macro, game, gamma=1.0, max_steps=300).outcome in ("max_steps", "episode_end")

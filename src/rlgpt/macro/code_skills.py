@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
+from rlgpt.macro.goal import Goal
 
 SKILLS_NAME = "skills"
 """The name macro code calls stored skills through (``skills.<name>(game)``)."""
@@ -201,7 +202,7 @@ def link_skills(name: str, code: str, skills: Mapping[str, CodeSkill]) -> str:
             Diagnostic("unknown_skill", f"there is no stored skill skills.{w}; stored skills: {stored}")
             for w in unknown))
     # A stored skill's code is self-contained: its top-level functions move into its own namespace.
-    parts = [_renamed(skills[w].code, f"{LINK_PREFIX}{w}", entry=w) for w in wanted]
+    parts = [_linked(skills[w], w, f"{LINK_PREFIX}{w}") for w in wanted]
     tree = _SkillRefs().visit(ast.parse(code))
     return "\n\n".join([*parts, ast.unparse(tree)]) + "\n"
 
@@ -215,11 +216,32 @@ class _SkillRefs(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _renamed(code: str, prefix: str, entry: str) -> str:
-    """`code` with its entry function renamed `prefix` and every other top-level function `prefix_<f>`."""
+def _linked(skill: CodeSkill, entry: str, prefix: str) -> str:
+    """`skill`'s code (entry function `entry`) in namespace `prefix`, the entry ending at the skill's goal as
+    a call of it as a macro does (`rlgpt.macro.compiler.MacroSource.goal`): it was verified with its calls
+    ended there, and code that reaches its goal and plays on would never hand control back to the macro
+    that called it. The linked entry returns whether its goal went up. A skill without a (valid) goal is
+    linked as it is."""
+    try:
+        goal = Goal.parse(skill.goal) if skill.goal else None
+    except ValueError:
+        goal = None
+    if goal is None:
+        return _renamed(skill.code, prefix, entry=entry)
+    body = f"{prefix}_{entry}"  # no helper renames to this: helpers' names differ from the entry's
+    count = f"game.item({goal.name!r})" if goal.kind == "item" else f"game.achievements.get({goal.name!r}, 0)"
+    wrapper = (f"def {prefix}(game):\n    start = {count}\n    for action in {body}(game):\n"
+               f"        yield action\n        if {count} > start:\n            return True\n"
+               f"    return {count} > start")
+    return _renamed(skill.code, prefix, entry=entry, entry_name=body) + "\n\n" + wrapper
+
+
+def _renamed(code: str, prefix: str, entry: str, entry_name: str | None = None) -> str:
+    """`code` with its entry function renamed `entry_name` (default `prefix`) and every other top-level
+    function `prefix_<f>`."""
     tree = ast.parse(code)
     names = {stmt.name for stmt in tree.body if isinstance(stmt, ast.FunctionDef)}
-    mapping = {n: prefix if n == entry else f"{prefix}_{n}" for n in names}
+    mapping = {n: (entry_name or prefix) if n == entry else f"{prefix}_{n}" for n in names}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in mapping:
             node.name = mapping[node.name]
