@@ -141,3 +141,22 @@ def test_time_off_the_cpu_is_not_charged_to_a_macro_on_the_batch_backend(desched
         env.step(look)
     assert env.macros.budgets["look"].disabled is None
     assert env.macros.budgets["look"].calls == 30
+
+
+def test_a_garbage_collection_is_not_charged_to_the_code_it_interrupts() -> None:
+    # A collection walks the whole process's heap: in a long-lived process one can take a large share of a
+    # second, and it runs inside whatever code allocated when the thresholds were crossed.
+    import gc
+
+    from rlgpt.macro.budget import cpu_seconds
+
+    heap = []
+    for i in range(300_000):
+        cell: list = [i]
+        cell.append(cell)  # a cycle: the collector must visit it
+        heap.append(cell)
+    raw, charged = time.thread_time(), cpu_seconds()
+    gc.collect()
+    raw, charged = time.thread_time() - raw, cpu_seconds() - charged
+    assert raw > 0.005 and charged < 0.2 * raw, (raw, charged)
+    del heap
