@@ -112,3 +112,11 @@ def test_a_chain_prefix_tops_up_before_each_link() -> None:
     assert info["prefix_ok"], info
     player = env.unwrapped.crafter._player
     assert player.achievements["place_table"] == 1 and player.inventory["wood"] == 0
+
+
+def test_the_runtimes_goal_reader_counts_what_the_goal_counts(env) -> None:
+    result, game = call(env, MacroSource("greedy", GREEDY, goal="wood"))
+    assert result.at_goal
+    for text in ("wood", "collect_wood", "sapling", "place_table"):
+        goal = Goal.parse(text)
+        assert goal.counter(game)() == goal.count(game) == (1 if "wood" in text else 0), text

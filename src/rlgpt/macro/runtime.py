@@ -221,7 +221,7 @@ class MacroCall:
     """
 
     __slots__ = ("session", "game", "gamma", "max_steps", "reward", "discount", "steps", "outcome",
-                 "failure", "returned_at", "at_goal", "_goal", "_goal_start", "_closing", "_over")
+                 "failure", "returned_at", "at_goal", "_goal_count", "_goal_start", "_closing", "_over")
 
     def __init__(self, macro: CompiledMacro, game: GameAPI, gamma: float, max_steps: int,
                  disabled: Diagnostic | None = None) -> None:
@@ -239,8 +239,9 @@ class MacroCall:
         # The option's termination condition: the sub-action's goal counter rising ends the call, so that
         # code which reached the goal and plays on (collecting more than asked, or spinning at a spent tile
         # until the player dies) hands control back where the probes judged it done.
-        self._goal = macro.goal if disabled is None else None
-        self._goal_start = self._goal.count(game) if self._goal is not None else 0
+        goal = macro.goal if disabled is None else None
+        self._goal_count = goal.counter(game) if goal is not None else None
+        self._goal_start = self._goal_count() if self._goal_count is not None else 0
         self._closing = disabled is not None  # the one noop step is the call's last
         self._over = False
         self.session = None if disabled is not None else _Session(macro, game)
@@ -278,7 +279,7 @@ class MacroCall:
         if episode_ended:
             self.session.stop(None)
             self._end("episode_end" if self.session.failure is None else "")
-        elif self._goal is not None and self._goal.count(self.game) > self._goal_start:
+        elif self._goal_count is not None and self._goal_count() > self._goal_start:
             self.session.stop(None)
             self.at_goal = self.session.failure is None
             self._end()
