@@ -130,16 +130,40 @@ def test_check_goals_repairs_garbled_goals() -> None:
     fixed, notes = check_goals(data, "make_stone_pickaxe")
     goals = [s["goal"] for s in fixed["subactions"]]
     # Named after an achievement -> that achievement; a misspelt item -> the item; nonsense -> dropped; the
-    # chain's tool and station links no goal covers (the table, the wood pickaxe) inserted before the last;
-    # not the stone (the macro that uses it gathers it).
-    assert goals == ["collect_wood", "coal", "", "place_table", "make_wood_pickaxe", "make_stone_pickaxe"]
-    assert len(notes) == 7 and any("moonwalk" in n and "dropped" in n for n in notes)
-    assert sum(n.startswith("inserted") for n in notes) == 2
+    # chain's links no goal covers (the table, the wood pickaxe, and the stone: a gap after the wood)
+    # inserted before the last.
+    assert goals == ["collect_wood", "coal", "", "place_table", "make_wood_pickaxe", "collect_stone",
+                     "make_stone_pickaxe"]
+    assert len(notes) == 8 and any("moonwalk" in n and "dropped" in n for n in notes)
+    assert sum(n.startswith("inserted") for n in notes) == 3
     assert data["subactions"][3]["goal"] == "collect_stone"  # the input is not modified
     # Its goal was another step's, and so was its description: the recipe's replaces it.
     assert fixed["subactions"][-1]["description"].startswith("make_stone_pickaxe: uses 1 wood, 1 stone")
     assert [s["description"] for s in fixed["subactions"][:3]] == ["d", "d", "d"]
     Decomposition.from_dict(fixed)
+
+
+def test_a_material_the_plan_skips_between_two_links_is_inserted_one_before_its_first_is_not() -> None:
+    """The 1.5B's make_stone_pickaxe plan (seed 0): wood, table, wood pickaxe, stone pickaxe, no stone. Its
+    stone-pickaxe macros crafted from the inventory as the recipe line says and never gathered the stone."""
+    plan = {"subactions": [sub("get_wood", "wood"), sub("place_table", "place_table"),
+                           sub("make_wood_pickaxe", "make_wood_pickaxe"),
+                           sub("make_stone_pickaxe", "make_stone_pickaxe")]}
+    fixed, notes = check_goals(plan, "make_stone_pickaxe")
+    assert [s["goal"] for s in fixed["subactions"]] == ["wood", "place_table", "make_wood_pickaxe",
+                                                         "collect_stone", "make_stone_pickaxe"]
+    assert notes == ["inserted 'collect_stone' at 3: no sub-action had this link of the recipe chain as goal"]
+    assert fixed["subactions"][3]["how"] == "code"
+    # The same gap before a station: the furnace is built of stone, which the plan never gathers.
+    furnace = {"subactions": [sub("wood", "wood"), sub("table", "place_table"), sub("pick", "wood_pickaxe"),
+                              sub("furnace", "place_furnace")]}
+    assert [s["goal"] for s in check_goals(furnace, "place_furnace")[0]["subactions"]] == [
+        "wood", "place_table", "wood_pickaxe", "collect_stone", "place_furnace"]
+    # Wood the chain needs before the plan's first link is that first macro's to gather (or a stored skill).
+    late = {"subactions": [sub("place_table", "place_table"), sub("make_wood_pickaxe", "make_wood_pickaxe")]}
+    assert check_goals(late, "make_wood_pickaxe") == (late, [])
+    # Without the recipes in the prompts nothing is inserted.
+    assert check_goals(plan, "make_stone_pickaxe", "rules")[0] == plan
 
 
 def test_a_goal_naming_the_achievements_own_item_keeps_its_description() -> None:
@@ -188,15 +212,15 @@ STEPS = [sub("get_wood", "wood"), sub("get_iron", "iron"), sub("pickaxe", "wood_
 
 @pytest.mark.parametrize("task, kept, inserted", [
     ("collect_iron", ["get_wood", "get_iron"],
-     ["get_wood", "place_table", "make_wood_pickaxe", "make_stone_pickaxe", "get_iron"]),
+     ["get_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe", "get_iron"]),
     ("collect_wood", ["get_wood"], ["get_wood"]),
     ("make_wood_pickaxe+collect_stone", ["get_wood", "get_iron", "pickaxe", "stone"],
      ["get_wood", "get_iron", "place_table", "pickaxe", "stone"])])
 def test_check_goals_drops_what_comes_after_the_tasks_achievements(task: str, kept: list[str],
                                                                      inserted: list[str]) -> None:
     """The task's episode ends when its achievements are unlocked: later sub-actions never run (the small
-    model appends the tech tree's next step, e.g. an iron pickaxe after collecting iron). The chain's tool
-    and station links left out are inserted before the first later link (iron needs the stone pickaxe)."""
+    model appends the tech tree's next step, e.g. an iron pickaxe after collecting iron). The chain's links
+    left out are inserted before the first later link (iron needs the stone pickaxe, and so on)."""
     fixed, notes = check_goals({"subactions": STEPS}, task)
     names = [s["name"] for s in fixed["subactions"]]
     assert [n for n in names if n in {s["name"] for s in STEPS}] == kept and names == inserted

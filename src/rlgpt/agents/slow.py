@@ -218,13 +218,14 @@ def check_goals(data: dict[str, Any], task: str, env_doc: str = "full",
       chain's prefix although the prompt says it is done;
     - sub-actions after the ones that unlock every task achievement are dropped: the task's episode ends at
       that success, so they never run (the small model appends a next step of the tech tree);
-    - at `env_doc` ``full`` (the prompt listed the chain), a tool or station link of the task's recipe
-      chain (a make_ or place_ achievement) that no sub-action's goal covers is inserted as a coded
+    - at `env_doc` ``full`` (the prompt listed the chain), a link of the task's recipe chain that no
+      sub-action's goal covers is inserted as a coded
       sub-action before the first sub-action of a later link, when the whole chain fits the schema's
       ``maxItems`` and there is room (longer chains go through the task planner): the small model leaves
       links out (place_stone's plan went from the table to the stone, without the wood pickaxe crafter
-      needs to mine it, and every later macro failed). A missing collect_ link is not inserted: the macro
-      that uses the material gathers it (one `gather` call, or a stored skill it composes).
+      needs to mine it, and every later macro failed). A missing collect_ link is inserted only after a link
+      the plan covers (a gap: make_stone_pickaxe's plan skipped the stone); one before the plan's first
+      link is left to that first macro (one `gather` call, or a stored skill it composes).
     """
     data = copy.deepcopy(data)
     subs = data.get("subactions")
@@ -313,9 +314,12 @@ def _misleading(action: str, description: Any) -> str:
 
 
 def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str) -> list[str]:
-    """Insert into `subs` (in place) a coded sub-action for each tool or station link of `chain` no
-    sub-action's goal covers, before the first sub-action whose goal is a later link (`check_goals`); one
-    note per insertion."""
+    """Insert into `subs` (in place) a coded sub-action for each link of `chain` no sub-action's goal covers,
+    before the first sub-action whose goal is a later link (`check_goals`); one note per insertion. A
+    collect_ link is inserted only in a gap, after a link the plan covers: a material the chain needs
+    before the plan's first link is that first macro's to gather (one `gather` call, or a stored skill it
+    composes), but the 1.5B's macro after a gap does what its recipe line says (craft from the inventory)
+    and never gathers what the plan skipped (make_stone_pickaxe's stone: 0 of 9 candidates)."""
     if len(chain) > _max_subactions():  # only the chain's last steps fit: the planner's tasks
         return []
     notes: list[str] = []
@@ -325,8 +329,11 @@ def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str)
         return next((i for i, a in enumerate(chain) if goal_covers(goal, a)), None)
 
     for i, link in enumerate(chain):
-        if not link.startswith(("make_", "place_")) or any(link_of(sub) == i for sub in subs):
+        links = [k for k in map(link_of, subs) if k is not None]
+        if i in links:
             continue
+        if not link.startswith(("make_", "place_")) and not any(k < i for k in links):
+            continue  # a material before the plan's first link: the first macro gathers it
         if len(subs) >= _max_subactions():
             notes.append(f"{link!r} is a link of the recipe chain no sub-action has as its goal; no room to "
                          f"insert it")
