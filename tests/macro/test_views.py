@@ -19,10 +19,13 @@ from rlgpt.envs.crafter import ACTION_NAMES, MATERIALS, MOVES, CrafterEnv
 from rlgpt.envs.engine import CompiledBatch
 from rlgpt.macro.api import OBJECT_KINDS, WALKABLE, GameAPI
 from rlgpt.macro.budget import MacroLimits
+from rlgpt.macro.goal import Goal
 from rlgpt.macro.views import EngineView, batch_views
 
 KINDS = MATERIALS + OBJECT_KINDS
 ITEM_NAMES = ("wood", "stone", "health", "sapling", "iron_sword")
+GOALS = tuple(Goal.parse(g) for g in ("wood", "stone", "collect_wood", "place_table", "make_wood_pickaxe",
+                                       "collect_stone", "eat_cow", "wake_up", "sapling"))
 
 
 def answers(game: GameAPI) -> dict:
@@ -45,7 +48,10 @@ def answers(game: GameAPI) -> dict:
         "nearby": [game.nearby(kind, d) for kind in KINDS for d in (0, 1, 2, 4)],
         "step_toward": [game.step_toward(t) for t in tiles + [(px + 30, py), (px, py - 7), (10**12, 3)]],
         "face": [game.face((px + dx, py + dy)) for dx, dy in MOVES],
+        "goal counts": [goal.count(game) for goal in GOALS],
     }
+    # The runtime's per-step reader of a goal's one count answers what the goal counts in the tables.
+    assert [goal.counter(game)() for goal in GOALS] == out["goal counts"]
     return out
 
 

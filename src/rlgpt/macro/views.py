@@ -25,6 +25,7 @@ OBJECT_KINDS: tuple[str, ...] = ("player", "cow", "zombie", "skeleton", "arrow",
 """Kinds of creatures/objects that can stand on a tile (crafter's object classes, in its semantic order)."""
 _KIND_CODES = {kind: i + 1 for i, kind in enumerate(OBJECT_KINDS)}
 _ITEM_COLUMNS = {name: kernels.INV + i for i, name in enumerate(ITEMS)}
+_ACHIEVEMENT_COLUMNS = {name: kernels.ACH + i for i, name in enumerate(ACHIEVEMENTS)}
 
 
 class GameView(Protocol):
@@ -55,6 +56,10 @@ class GameView(Protocol):
 
     def achievements(self) -> dict[str, int]:
         """Achievement counts, in crafter's order."""
+        ...
+
+    def achievement(self, name: str) -> int:
+        """One achievement count, 0 for names that are no achievement."""
         ...
 
     def sleeping(self) -> bool:
@@ -108,6 +113,9 @@ class CrafterView:
 
     def achievements(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.game._player.achievements.items()}
+
+    def achievement(self, name: str) -> int:
+        return int(self.game._player.achievements.get(name, 0))
 
     def sleeping(self) -> bool:
         return bool(self.game._player.sleeping)
@@ -169,6 +177,10 @@ class EngineView:
     def achievements(self) -> dict[str, int]:
         counts = self._game[kernels.ACH : kernels.ACH + len(ACHIEVEMENTS)].tolist()
         return dict(zip(ACHIEVEMENTS, counts, strict=True))
+
+    def achievement(self, name: str) -> int:
+        column = _ACHIEVEMENT_COLUMNS.get(name)
+        return 0 if column is None else int(self._game[column])
 
     def sleeping(self) -> bool:
         return bool(self._game[kernels.SLEEPING])
