@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from crafter_helpers import chop_source, fenced
 
 from rlgpt.agents.critic import Critic, critic_notes
@@ -19,6 +20,7 @@ from rlgpt.agents.replies import Decomposition, SubAction
 from rlgpt.config import AgentConfig
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.types import Completion, Message, SamplingParams
+from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.run.loop import carry, verified_macros
 
 CHOP = SubAction("chop_tree", "walk to the nearest visible tree, face it and collect one wood", "code",
@@ -128,6 +130,40 @@ def test_a_repair_round_says_a_macro_returned_without_its_goal_and_why_crafter_r
     assert "it returned after 1 steps without reaching its goal" in prompt
     assert "ended with success" not in prompt
     assert "make_wood_pickaxe@" in prompt and "(refused: lacks 1 wood; no table nearby)" in prompt
+
+
+def test_a_craft_macro_that_never_names_its_item_is_sent_back_before_any_probe() -> None:
+    """The 1.5B's make_stone_pickaxe macros crafted the previous link's item (wood_pickaxe); named at
+    compile time, the repair names the item and the call that makes it."""
+    pick = SubAction("stone_pick", "make a stone pickaxe", "code", "make_stone_pickaxe", "")
+    shifted = fenced('def stone_pick(game):\n    ok = yield from game.gather("stone")\n'
+                     '    ok = yield from game.craft_item("wood_pickaxe")\n')
+    fixed = shifted.replace('"wood_pickaxe"', '"stone_pickaxe"')
+
+    def reply(messages: list[Message], schema: dict[str, Any] | None, s: SamplingParams) -> str:
+        return fixed if "never names 'stone_pickaxe'" in messages[-1]["content"] else shifted
+
+    config = dataclasses.replace(SEARCH, api="primitives", samples=1, repair_retries=1,
+                                 probe_repair_retries=0, probe_max_steps=8)
+    phases: list[str] = []
+    choice = FastAgent(LLMClient(Scripted(reply)), config, on_phase=phases.append).write_macro(
+        "make_stone_pickaxe", pick)
+    (candidate,) = choice.candidates
+    first, second = candidate.code.attempts
+    assert [d.kind for d in first.diagnostics] == ["goal_unnamed"] and first.diagnostics[0].line == 3
+    assert "It crafts 'wood_pickaxe' instead" in first.diagnostics[0].message
+    assert "game.craft_item('stone_pickaxe')" in first.diagnostics[0].message
+    assert second.diagnostics == () and "stone_pickaxe" in candidate.code.code
+    assert phases == ["probe", "fast"] and candidate.probe is not None  # only the fixed code was probed
+    # A macro composing a stored skill, or naming the item in its action, is not held to it.
+    agent = FastAgent(LLMClient(Scripted(reply)), config)
+    assert agent.compile_macro_code("stone_pick", 'def stone_pick(game):\n    yield "make_stone_pickaxe"\n',
+                                    goal="make_stone_pickaxe") is not None
+    # Code the compiler rejects gets the compiler's own, more precise diagnostics.
+    with pytest.raises(MacroCompileError) as rejected:
+        agent.compile_macro_code("stone_pick", "def stone_pick(game):\n"
+                                 "    yield from game.make_wood_pickaxe()\n", goal="make_stone_pickaxe")
+    assert [d.kind for d in rejected.value.diagnostics] == ["forbidden_attribute"]
 
 
 def test_a_repair_round_says_a_spinning_macro_faces_the_tile_its_source_became() -> None:

@@ -145,3 +145,22 @@ def test_skills_is_a_deprecated_name_of_expert() -> None:
     assert api_reference("skills") == api_reference("expert")
     with pytest.raises(ConfigError, match="basic, primitives, expert"):
         AgentConfig(api="everything")
+
+
+def test_a_crafting_goals_macro_must_name_the_item_it_makes() -> None:
+    from rlgpt.macro.validate import unnamed_goal
+
+    shifted = 'def m(game):\n    ok = yield from game.gather("stone")\n    yield "make_wood_pickaxe"\n'
+    for goal in ("make_stone_pickaxe", "stone_pickaxe"):
+        found = unnamed_goal(shifted, goal, "primitives")
+        assert found is not None and found.kind == "goal_unnamed" and found.line == 3, goal
+        assert "It crafts 'make_wood_pickaxe' instead" in found.message
+    # At `basic` there is no craft primitive: the action is what it names.
+    assert "`yield 'make_stone_pickaxe'`" in unnamed_goal(shifted, "make_stone_pickaxe", "basic").message
+    # Named in a craft or as the action, a stored skill, a goal that is no craft, unparsable code: no word.
+    assert unnamed_goal(shifted.replace("make_wood", "make_stone"), "make_stone_pickaxe") is None
+    assert unnamed_goal(shifted.replace('"make_wood_pickaxe"', "from skills.pick(game)"),
+                        "make_stone_pickaxe") is None
+    for goal in ("collect_stone", "stone", "place_table", "make_wood_pickaxe", "wood_pickaxe", "eat_cow", ""):
+        assert unnamed_goal(shifted, goal) is None, goal
+    assert unnamed_goal("def m(game:\n", "make_stone_pickaxe") is None

@@ -58,6 +58,7 @@ from rlgpt.macro.diagnostics import Diagnostic, MacroCompileError
 from rlgpt.macro.goal import Goal
 from rlgpt.macro.probe import ProbeReport, probe_macro, probe_step_bound
 from rlgpt.macro.reward import REWARD_ENTRY, DenseRewardWrapper, compile_reward
+from rlgpt.macro.validate import unnamed_goal
 
 if TYPE_CHECKING:
     from rlgpt.macro.prefix import StartSummary
@@ -567,10 +568,16 @@ class FastAgent:
                            goal: str = "") -> CompiledMacro:
         """The compile step of the repair loop (raises MacroCompileError): stored skills it calls (the
         library's or the chain's) are linked in first; the code may use the game members of API level `api`
-        (the config's by default); its calls end once `goal` goes up (`MacroSource.goal`)."""
+        (the config's by default); its calls end once `goal` goes up (`MacroSource.goal`). A crafting goal's
+        macro that never names the item it makes is rejected too (`unnamed_goal`)."""
+        api = api or self.config.api
         linkable = {**self.library_skills, **self.code_skills}
-        return compile_macro(MacroSource(name, link_skills(name, code, linkable), goal=goal), self.limits,
-                             api or self.config.api)
+        source = MacroSource(name, link_skills(name, code, linkable), goal=goal)
+        compiled = compile_macro(source, self.limits, api)
+        wrong = unnamed_goal(code, goal, api)  # after the compiler's own diagnostics, which are more precise
+        if wrong is not None:
+            raise MacroCompileError(name, (wrong,))
+        return compiled
 
     def probe(self, compiled: CompiledMacro, goal: str, setup: tuple[CompiledMacro, ...] = ()) -> ProbeReport:
         """Probe a compiled macro with the configured seeds/steps against `goal` ("" = none), each episode

@@ -499,3 +499,39 @@ class FunctionValidator(Validator):
                      entry)
         if yields(entry):
             self.add("signature", f"{self.entry}() must return a value, not yield", entry)
+
+
+def unnamed_goal(code: str, goal: str, api: str = "expert") -> Diagnostic | None:
+    """Why `code`, a macro for a crafting `goal` (``make_stone_pickaxe``, or the item ``stone_pickaxe``),
+    cannot reach it: it never names the item it should make, so whatever it crafts is something else (None
+    when it names it, calls a stored skill, does not parse, or the goal is no crafting goal).
+
+    Measured: the 1.5B shifts a chain's steps, and 4 of the 5 make_stone_pickaxe macros one search tried
+    crafted ``wood_pickaxe``, the previous link's item; each ran and returned without its goal, and the
+    repair round read "it returned without reaching its goal". This names the mistake before any probe."""
+    kind, _, item = goal.partition("_")
+    if kind != "make" or goal not in constants.achievements:
+        item = goal if f"make_{goal}" in constants.achievements else ""
+    if not item:
+        return None
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # the compiler's own diagnostics say what is wrong
+    others: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == SKILLS_NAME:
+            return None  # a stored skill may make it under its own name
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if item in node.value:
+                return None
+            if node.value in constants.make or node.value.startswith("make_"):
+                others.append(node)
+    wrong = min(others, key=lambda n: (n.lineno, n.col_offset), default=None)
+    call = achievement_primitive(f"make_{item}", LEVEL_MEMBERS[api_level(api)]) or f"yield 'make_{item}'"
+    made = f" It crafts {wrong.value!r} instead." if wrong is not None else ""
+    return make_diagnostic(
+        "goal_unnamed",
+        f"this macro's goal is {goal!r}, and it never names {item!r}, so nothing in it can make one.{made} "
+        f"Make it with `{call}` (once its ingredients are held, next to its station).",
+        code, getattr(wrong, "lineno", None), getattr(wrong, "col_offset", None))
