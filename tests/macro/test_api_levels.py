@@ -14,7 +14,7 @@ from rlgpt.config import AgentConfig
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.errors import ConfigError
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.compiler import MacroSource, compile_macro
+from rlgpt.macro.compiler import MacroSource, check_macro, compile_macro
 from rlgpt.macro.diagnostics import MacroCompileError
 from rlgpt.macro.probe import probe_macro
 from rlgpt.macro.runtime import run_macro
@@ -164,3 +164,20 @@ def test_a_crafting_goals_macro_must_name_the_item_it_makes() -> None:
     for goal in ("collect_stone", "stone", "place_table", "make_wood_pickaxe", "wood_pickaxe", "eat_cow", ""):
         assert unnamed_goal(shifted, goal) is None, goal
     assert unnamed_goal("def m(game:\n", "make_stone_pickaxe") is None
+
+
+@pytest.mark.parametrize("call, says", [
+    ('game.craft_item("stone_pickaxe", nearby=t)', "game.craft_item(item, max_steps=100): got an unexpected "
+                                                   "keyword argument 'nearby'"),
+    ("game.gather()", "game.gather(name, n=1, max_steps=100): missing a required argument: 'name'"),
+    ('game.place_item("table", 5, 6)', "game.place_item(item, max_steps=25): too many positional arguments"),
+])
+def test_a_game_method_called_with_arguments_it_does_not_take_is_rejected(call: str, says: str) -> None:
+    code = f"def m(game):\n    t = None\n    ok = yield from {call}\n"
+    problems = check_macro(MacroSource("m", code), api="primitives")
+    assert [(d.kind, d.line, d.message) for d in problems] == [("bad_arguments", 3, says)]
+    # The same calls with arguments the methods take compile.
+    fixed = {"nearby=t": "max_steps=40", "gather()": 'gather("wood", n=2)', "5, 6": "5"}
+    for wrong, right in fixed.items():
+        code = code.replace(wrong, right)
+    assert check_macro(MacroSource("m", code), api="primitives") == ()
