@@ -167,7 +167,7 @@ RUNTIME_CORPUS = [
     ("bad_action_index", "def m(game):\n    yield 999\n", "bad_action", None),
     ("bad_action_object", "def m(game):\n    yield game\n", "bad_action", None),
     ("bad_api_argument", m("x = game.step_toward(('tree', 3))"), "exception", None),
-    ("bad_api_kind", m("x = game.find('__class__')"), "exception", None),
+    ("bad_api_kind", m("x = game.find('__cla' + 'ss__')"), "exception", None),
     ("next_empty", m("x = next(i for i in [])"), "exception", None),
     ("module_level_alloc", "X = [0] * 10**9\n" + m("pass"), "memory", None),
     (
@@ -189,6 +189,9 @@ LONG_STRS = "s = 'a' * 9999\nl = [s] * 99999\nb = s[:-1] + 'b'\n"
 HEAVY_TUPLE = "t = tuple(range(100))\nfor i in range(5):\n    t = (t,) * 100\n"
 
 COMPILE_CORPUS += [
+    ("bad_api_kind_written", m("x = game.find('__class__')"), "bad_arguments"),
+    ("bad_api_keyword", m("x = game.nearest('tree', __class__=1)"), "forbidden_name"),
+    ("bad_api_arity", m("x = game.nearest('tree', 'stone', 'coal')"), "bad_arguments"),
     ("deep_parens", m("x = " + "(" * 9000 + ")" * 9000), "syntax"),
     ("deep_unary", m("x = " + "-" * 19000 + "1"), "syntax"),
     ("deep_binop", m("x = " + "1+" * 8000 + "1"), "syntax"),

@@ -181,3 +181,22 @@ def test_a_game_method_called_with_arguments_it_does_not_take_is_rejected(call: 
     for wrong, right in fixed.items():
         code = code.replace(wrong, right)
     assert check_macro(MacroSource("m", code), api="primitives") == ()
+
+
+@pytest.mark.parametrize("call, says", [
+    ('game.item("collect_stone")', "'collect_stone' is an achievement, not an item"),
+    ('game.item("table")', "'table' is placed in the world, never held"),
+    ('game.nearest("wood")', "unknown kind 'wood'; use one of game.materials or game.object_kinds: wood is "
+                             "an inventory item, counted by game.item('wood'); 'tree' is the tile that gives "
+                             "it"),
+    ('game.is_facing("drink")', "'water' is the tile that gives it"),
+    ('game.nearby("pig", 2)', "unknown kind 'pig'"),
+])
+def test_a_name_a_game_query_refuses_at_run_time_is_refused_at_compile_time(call: str, says: str) -> None:
+    code = f"def m(game):\n    x = {call}\n    yield 'noop'\n"
+    (problem,) = check_macro(MacroSource("m", code), api="primitives")
+    assert problem.kind == "bad_arguments" and problem.line == 2 and says in problem.message
+    # The names the queries take compile (an item counted, tiles and creatures looked for).
+    for good in ('game.item("wood")', 'game.nearest("tree")', 'game.is_facing("water")',
+                 'game.nearby("cow", 2)', 'game.nearest("table")', 'game.step_toward("stone")'):
+        assert check_macro(MacroSource("m", code.replace(call, good)), api="primitives") == (), good

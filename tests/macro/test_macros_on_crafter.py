@@ -10,7 +10,7 @@ from crafter_helpers import chop_source
 
 from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.macro.api import GameAPI
-from rlgpt.macro.compiler import MacroSource
+from rlgpt.macro.compiler import MacroSource, compile_macro
 from rlgpt.macro.diagnostics import RUNTIME_FAILURE_KINDS, MacroCompileError
 from rlgpt.macro.runtime import MacroActionWrapper
 
@@ -208,7 +208,7 @@ def test_tile_queries_take_kind_names(seed: int) -> None:
                                            for t in game.find("tree"))
     with pytest.raises(ValueError, match="no diamond next to the player"):
         game.face("diamond")
-    with pytest.raises(ValueError, match="unknown kind"):
+    with pytest.raises(ValueError, match="unknown kind 'wood'.*'tree' is the tile that gives it"):
         game.is_facing("wood")  # an item, not a tile kind: the diagnostic names the mistake
     assert game.step_toward("diamond") is None  # none in view: the documented "no path" answer
     # A hostile list of one name costs one search (the sandbox charges the searches' work to the macro).
@@ -258,8 +258,15 @@ def test_random_move_never_steps_onto_lava(seed: int) -> None:
 
 def test_item_counts_refuse_what_is_no_item_and_say_what_to_count(run) -> None:
     # The 1.5B's get_wood looped on `game.item("tree") < 1` (always 0) until the step bound, every call: now
-    # the call fails at that line with what the tree gives, for the repair prompt.
-    result, _ = run('def m(game):\n    while game.item("tree") < 1:\n        yield "do"\n', max_steps=50)
+    # the compiler refuses the line with what the tree gives, for the repair prompt; a name only known at
+    # run time fails the call at that line with the same words.
+    written = 'def m(game):\n    while game.item("tree") < 1:\n        yield "do"\n'
+    with pytest.raises(MacroCompileError) as refused:
+        compile_macro(MacroSource("m", written))
+    (problem,) = refused.value.diagnostics
+    assert problem.kind == "bad_arguments" and problem.line == 2
+    assert "collecting tree gives wood, counted by game.item('wood')" in problem.message
+    result, _ = run(written.replace('game.item("tree")', 'game.item("tre" + "e")'), max_steps=50)
     assert result.outcome == "exception" and result.diagnostic.line == 2
     assert "collecting tree gives wood, counted by game.item('wood')" in str(result.diagnostic)
     env = MacroActionWrapper(CrafterEnv(seed=0), [COLLECT_WOOD], seed=0)

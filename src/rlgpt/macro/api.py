@@ -78,7 +78,9 @@ def _kinds(value: Any) -> tuple[str, ...] | None:
 
 
 def _kind(value: Any) -> str:
-    if type(value) is not str or (value not in MATERIALS and value not in OBJECT_KINDS):
+    if type(value) is str and value not in MATERIALS and value not in OBJECT_KINDS:
+        raise ValueError(control.not_a_kind(value[:40]))
+    if type(value) is not str:
         raise ValueError(
             f"unknown kind {describe_value(value, 40)}; use one of game.materials or game.object_kinds"
         )

@@ -181,6 +181,15 @@ def _meant(name: str) -> str:
     return ""
 
 
+def not_a_kind(name: str) -> str:
+    """Why `name` is no tile material or object kind (the queries' error), and for an item, the material
+    that gives it. The 1.5B writes ``game.nearest("wood")`` for the tree it wants."""
+    source = _ITEM_SOURCE.get(name)
+    hint = (f": {name} is an inventory item, counted by game.item({name!r}); {source!r} is the tile that "
+            f"gives it" if source and source != name else "")
+    return f"unknown kind {name!r}; use one of game.materials or game.object_kinds{hint}"
+
+
 def not_an_item(name: str) -> str:
     """Why `name` is no inventory item and what to count instead, from crafter's data (`GameAPI.item`'s
     error): a material names what collecting it gives, a station where it is, an achievement its table."""

@@ -16,8 +16,9 @@ import inspect
 
 from crafter import constants
 
+from rlgpt.envs.crafter import MATERIALS
 from rlgpt.macro import control
-from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, GameAPI, api_level
+from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, OBJECT_KINDS, GameAPI, api_level
 from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import SKILLS_NAME
 from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
@@ -277,6 +278,11 @@ class Validator:
             wrong = _unbound_arguments(name, node)
             if wrong:
                 self.add("bad_arguments", wrong, node)
+            elif (node.args and isinstance(first := node.args[0], ast.Constant)
+                  and isinstance(first.value, str)):
+                wrong = _unknown_name(name, first.value)
+                if wrong:
+                    self.add("bad_arguments", wrong, first)
         if isinstance(node, ast.Name):
             self._check_name(node.id, node, defined)
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
@@ -458,6 +464,28 @@ def _unbound_arguments(name: str, call: ast.Call) -> str:
         signature.bind(*call.args, **{k.arg: k.value for k in call.keywords if k.arg is not None})
     except TypeError as exc:
         return f"game.{name}{signature}: {exc}"
+    return ""
+
+
+@functools.cache
+def _takes_kind(name: str) -> bool:
+    """Whether `GameAPI` method `name`'s first argument may be a tile material or object kind's name."""
+    member = inspect.getattr_static(GameAPI, name, None)
+    if not inspect.isfunction(member):
+        return False
+    params = list(inspect.signature(member).parameters.values())[1:2]
+    return bool(params) and params[0].name in ("kind", "pos") and "str" in str(params[0].annotation)
+
+
+def _unknown_name(name: str, value: str) -> str:
+    """Why the name constant `value`, written as game method `name`'s first argument, is one the method
+    refuses at run time ("" when it takes it): the same words as the run-time error, before any probe.
+    Measured in one make_stone_pickaxe run: ``game.item("collect_stone")``, ``game.item("table")``,
+    ``game.nearest("wood")``, each an exception in every probe call."""
+    if name == "item" and value not in constants.items:
+        return control.not_an_item(value[:40])
+    if _takes_kind(name) and value not in MATERIALS and value not in OBJECT_KINDS:
+        return control.not_a_kind(value[:40])
     return ""
 
 
