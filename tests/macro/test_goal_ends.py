@@ -15,9 +15,10 @@ from rlgpt.envs.crafter import ACTION_NAMES, CrafterEnv
 from rlgpt.envs.tasks import make_task_env
 from rlgpt.macro.api import GameAPI
 from rlgpt.macro.compiler import MacroSource, compile_macro
+from rlgpt.macro.control import link_gap
 from rlgpt.macro.files import sources_from_json, sources_to_json
 from rlgpt.macro.goal import Goal
-from rlgpt.macro.links import TOP_UP_CALLS
+from rlgpt.macro.links import TOP_UP_CALLS, TopUp
 from rlgpt.macro.prefix import PrefixLink, PrefixStart
 from rlgpt.macro.probe import probe_macro, probe_step_bound
 from rlgpt.macro.runtime import MacroActionWrapper, run_macro
@@ -94,6 +95,25 @@ def test_a_probe_calls_an_earlier_link_again_for_what_a_recipe_lacks(env) -> Non
     assert alone.calls[0].before.inventory["wood"] == 1
     free = compile_macro(MacroSource("chop", chop_source("chop")))
     assert probe_macro(PLACE, seeds=(0,), goal="place_table", env=env, setup=(free,)).goal_rate == 0.0
+
+
+def test_a_link_whose_material_needs_a_tool_gets_the_earlier_tool_link_called_again(env) -> None:
+    # The stone link of a chain, probed after a pickaxe link that missed (here: nothing crafted yet, wood
+    # and a table at hand): the pickaxe link is called again, so the stone link is judged where it can mine.
+    pick = compile_macro(MacroSource("pick", 'def pick(game):\n    yield "make_wood_pickaxe"\n',
+                                     goal="make_wood_pickaxe"))
+    chop = compile_macro(MacroSource("greedy", GREEDY, goal="wood"))
+    for goal, crafted in (("collect_stone", 1), ("coal", 1), ("collect_wood", 0), ("eat_cow", 0)):
+        env.reset(seed=0)
+        player, world = env.crafter._player, env.crafter._world
+        player.inventory["wood"] = 1
+        world[(int(player.pos[0] + player.facing[0]), int(player.pos[1] + player.facing[1]))] = "table"
+        top_up = TopUp()
+        assert top_up.before(env, GameAPI(env.crafter, random.Random(0)), (chop, pick), goal, 20) is None
+        assert player.inventory["wood_pickaxe"] == crafted, goal
+        assert top_up.calls_left == TOP_UP_CALLS - crafted and top_up.steps == crafted
+    assert link_gap("collect_iron", {"wood_pickaxe": 1}) == {"stone_pickaxe": 1}
+    assert link_gap("stone", {"wood_pickaxe": 1}) == {} and link_gap("place_plant", {}) == {"sapling": 1}
 
 
 def test_a_top_up_stops_at_a_link_that_adds_nothing(env) -> None:

@@ -149,6 +149,19 @@ def recipe_gap(goal: str, inventory: dict[str, int]) -> tuple[str, dict[str, int
     return action, shortfall(lambda k: inventory.get(k, 0), uses)
 
 
+def link_gap(goal: str, inventory: dict[str, int]) -> dict[str, int]:
+    """What `inventory` lacks for a call toward `goal` to reach it: what its recipe uses (`recipe_gap`), or
+    the tool that collecting its material requires (stone, coal: a wood_pickaxe); {} for any other goal. A
+    chain's earlier links give these (`rlgpt.macro.links.TopUp`)."""
+    if recipe_action(goal):
+        return recipe_gap(goal, inventory)[1]
+    kind, _, name = goal.partition("_")
+    item = name if goal in constants.achievements and kind == "collect" else goal
+    if item not in _COLLECT and item not in _ITEM_SOURCE:
+        return {}
+    return shortfall(lambda k: inventory.get(k, 0), _COLLECT[collect_source(item)]["require"])
+
+
 def placed_only(kind: str) -> bool:
     """Whether tiles of `kind` exist only once the player places them (a table, a furnace: crafter's worlds
     start with none), so no amount of exploring finds one."""
