@@ -319,7 +319,7 @@ def _insert_missing_links(subs: list[Any], chain: tuple[str, ...], env_doc: str)
     collect_ link is inserted only in a gap, after a link the plan covers: a material the chain needs
     before the plan's first link is that first macro's to gather (one `gather` call, or a stored skill it
     composes), but the 1.5B's macro after a gap does what its recipe line says (craft from the inventory)
-    and never gathers what the plan skipped (make_stone_pickaxe's stone: 0 of 9 candidates)."""
+    and rarely gathers what the plan skipped (make_stone_pickaxe's stone: 1 of the 6 candidates tried)."""
     if len(chain) > _max_subactions():  # only the chain's last steps fit: the planner's tasks
         return []
     notes: list[str] = []
