@@ -77,13 +77,25 @@ def _kinds(value: Any) -> tuple[str, ...] | None:
     return None
 
 
+def kind_error(name: str) -> str:
+    """Why the queries refuse `name` as a tile material or object kind ("" when they take it); the compiler
+    checks a written name with the same words (`rlgpt.macro.validate`)."""
+    return "" if name in MATERIALS or name in OBJECT_KINDS else control.not_a_kind(name[:40])
+
+
+def item_error(name: str) -> str:
+    """Why `GameAPI.item` refuses `name` ("" when it is an inventory item); the compiler checks a written
+    name with the same words."""
+    return "" if name in _ITEMS else control.not_an_item(name)
+
+
 def _kind(value: Any) -> str:
-    if type(value) is str and value not in MATERIALS and value not in OBJECT_KINDS:
-        raise ValueError(control.not_a_kind(value[:40]))
     if type(value) is not str:
         raise ValueError(
             f"unknown kind {describe_value(value, 40)}; use one of game.materials or game.object_kinds"
         )
+    if error := kind_error(value):
+        raise ValueError(error)
     return value
 
 

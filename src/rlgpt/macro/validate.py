@@ -16,9 +16,16 @@ import inspect
 
 from crafter import constants
 
-from rlgpt.envs.crafter import MATERIALS
 from rlgpt.macro import control
-from rlgpt.macro.api import ACTION_NAMES, API_MEMBERS, LEVEL_MEMBERS, OBJECT_KINDS, GameAPI, api_level
+from rlgpt.macro.api import (
+    ACTION_NAMES,
+    API_MEMBERS,
+    LEVEL_MEMBERS,
+    GameAPI,
+    api_level,
+    item_error,
+    kind_error,
+)
 from rlgpt.macro.budget import MacroLimits
 from rlgpt.macro.code_skills import SKILLS_NAME
 from rlgpt.macro.diagnostics import Diagnostic, make_diagnostic
@@ -442,14 +449,13 @@ def _game_member(node: ast.AST) -> str | None:
 
 
 @functools.cache
-def _method_signature(name: str) -> inspect.Signature | None:
-    """The signature of `GameAPI` method `name` as macro code calls it (no ``self``, no annotations); None
-    for a property or constant."""
+def _method_params(name: str) -> tuple[inspect.Parameter, ...] | None:
+    """The parameters of `GameAPI` method `name` as macro code calls it (no ``self``); None for a property
+    or constant."""
     member = inspect.getattr_static(GameAPI, name, None)
     if not inspect.isfunction(member):
         return None
-    params = list(inspect.signature(member).parameters.values())[1:]
-    return inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in params])
+    return tuple(inspect.signature(member).parameters.values())[1:]
 
 
 def _unbound_arguments(name: str, call: ast.Call) -> str:
@@ -457,9 +463,10 @@ def _unbound_arguments(name: str, call: ast.Call) -> str:
     when a ``*`` argument hides how many there are). Measured: the 1.5B wrote
     ``game.craft_item("stone_pickaxe", nearby=table)`` in 3 of the 5 make_stone_pickaxe macros one search
     tried, each an exception at run time in every probe call, and its repairs kept the keyword."""
-    signature = _method_signature(name)
-    if signature is None or any(isinstance(a, ast.Starred) for a in call.args):
+    params = _method_params(name)
+    if params is None or any(isinstance(a, ast.Starred) for a in call.args):
         return ""
+    signature = inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in params])
     try:
         signature.bind(*call.args, **{k.arg: k.value for k in call.keywords if k.arg is not None})
     except TypeError as exc:
@@ -467,14 +474,10 @@ def _unbound_arguments(name: str, call: ast.Call) -> str:
     return ""
 
 
-@functools.cache
 def _takes_kind(name: str) -> bool:
     """Whether `GameAPI` method `name`'s first argument may be a tile material or object kind's name."""
-    member = inspect.getattr_static(GameAPI, name, None)
-    if not inspect.isfunction(member):
-        return False
-    params = list(inspect.signature(member).parameters.values())[1:2]
-    return bool(params) and params[0].name in ("kind", "pos") and "str" in str(params[0].annotation)
+    first = (_method_params(name) or (None,))[0]
+    return first is not None and first.name in ("kind", "pos") and "str" in str(first.annotation)
 
 
 def _unknown_name(name: str, value: str) -> str:
@@ -482,11 +485,9 @@ def _unknown_name(name: str, value: str) -> str:
     refuses at run time ("" when it takes it): the same words as the run-time error, before any probe.
     Measured in one make_stone_pickaxe run: ``game.item("collect_stone")``, ``game.item("table")``,
     ``game.nearest("wood")``, each an exception in every probe call."""
-    if name == "item" and value not in constants.items:
-        return control.not_an_item(value[:40])
-    if _takes_kind(name) and value not in MATERIALS and value not in OBJECT_KINDS:
-        return control.not_a_kind(value[:40])
-    return ""
+    if name == "item":
+        return item_error(value[:40])
+    return kind_error(value) if _takes_kind(name) else ""
 
 
 def _yielded_strings(value: ast.expr) -> list[ast.Constant]:
